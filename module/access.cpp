@@ -1,0 +1,374 @@
+// access.cpp — the access-phase handler: a small per-request state machine.
+//   key header -> read the whole body -> fingerprint -> claim in the store
+//   -> forward (capture.cpp records the response) or answer: replay, 409,
+//   410, 422, 503.
+// Owns the request context's lifetime: its pool cleanup cancels what is
+// still pending and settles a claim whose response never completed.
+
+#include <openssl/rand.h>
+
+#include <cstring>
+
+#include "conf.hpp"
+#include "key.hpp"
+#include "redis/redis_store.hpp"
+
+namespace idem {
+namespace {
+
+constexpr size_t token_length = 16;
+constexpr size_t body_read_chunk = 64 * 1024;
+
+void cleanup(void* data)
+{
+    auto* ctx = static_cast<RequestCtx*>(data);
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+    if (ctx->pending != nullptr) {
+        ctx->store->abandon(ctx->pending);
+        ctx->pending = nullptr;
+    }
+    capture_settle(ctx);
+}
+
+RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
+{
+    auto* ctx = static_cast<RequestCtx*>(ngx_pcalloc(r->pool, sizeof(RequestCtx)));
+    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (ctx == nullptr || cln == nullptr) {
+        return nullptr;
+    }
+    ctx->request = r;
+    ctx->conf = conf;
+    cln->handler = cleanup;
+    cln->data = ctx;
+    ngx_http_set_ctx(r, ctx, ngx_http_idempotency_module);
+    return ctx;
+}
+
+// ---------------------------------------------------------------- answers
+
+// What the access phase returns once the claim is decided. Runs again when
+// the request re-enters the phase after an internal redirect (error_page):
+// by then the module has answered and stays out of the way.
+ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    if (ctx->responded) {
+        return NGX_DECLINED;
+    }
+    ctx->responded = true;
+
+    switch (ctx->status) {
+    case Status::fresh:
+        capture_begin(ctx);
+        return NGX_DECLINED;
+    case Status::replayed:
+        return replay(r, ctx, view(ctx->stored));
+    case Status::unavailable:
+        if (ctx->conf->fail_open) {
+            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                          "idempotency: store unavailable, forwarding the request unprotected");
+            return NGX_DECLINED;
+        }
+        return send_problem(r, NGX_HTTP_SERVICE_UNAVAILABLE, 1);
+    case Status::conflict:
+        return send_problem(r, NGX_HTTP_CONFLICT, 1);
+    case Status::mismatch:
+        return send_problem(r, 422, 0);
+    case Status::unreplayable:
+        return send_problem(r, 410, 0);
+    case Status::invalid:
+    case Status::missing:
+        return send_problem(r, NGX_HTTP_BAD_REQUEST, 0);
+    default:
+        return NGX_DECLINED;
+    }
+}
+
+void decide(RequestCtx* ctx, Status status)
+{
+    ctx->status = status;
+    ctx->decided = true;
+}
+
+// The claim's answer arrived (or timed out): run the phases again, which
+// brings the request back to access_handler and on to respond().
+void resume(ngx_http_request_t* r)
+{
+    ngx_connection_t* c = r->connection;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+    ngx_http_run_posted_requests(c);
+}
+
+void on_claim(void* data, const ClaimResult& result)
+{
+    auto* ctx = static_cast<RequestCtx*>(data);
+    ngx_http_request_t* r = ctx->request;
+    ctx->pending = nullptr;
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+
+    switch (result.decision) {
+    case Decision::execute:
+        ctx->owns_claim = true;
+        decide(ctx, Status::fresh);
+        break;
+    case Decision::replay:
+        ctx->stored.data = static_cast<u_char*>(ngx_pnalloc(r->pool, result.stored.size()));
+        if (ctx->stored.data == nullptr) {
+            decide(ctx, Status::unavailable);
+            break;
+        }
+        std::memcpy(ctx->stored.data, result.stored.data(), result.stored.size());
+        ctx->stored.len = result.stored.size();
+        decide(ctx, Status::replayed);
+        break;
+    case Decision::in_flight:
+        decide(ctx, Status::conflict);
+        break;
+    case Decision::mismatch:
+        decide(ctx, Status::mismatch);
+        break;
+    case Decision::unreplayable:
+        decide(ctx, Status::unreplayable);
+        break;
+    case Decision::corrupt:
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "idempotency: the value under \"%V\" is not a record of this module", &ctx->redis_key);
+        decide(ctx, Status::unavailable);
+        break;
+    case Decision::unavailable:
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: the claim of \"%V\" failed in Redis",
+                      &ctx->redis_key);
+        decide(ctx, Status::unavailable);
+        break;
+    }
+    resume(r);
+}
+
+void on_claim_timeout(ngx_event_t* ev)
+{
+    auto* ctx = static_cast<RequestCtx*>(ev->data);
+    ngx_log_error(NGX_LOG_ERR, ev->log, 0, "idempotency: Redis did not answer the claim within %M ms",
+                  ctx->conf->redis_timeout);
+    if (ctx->pending != nullptr) {
+        ctx->store->abandon(ctx->pending);
+        ctx->pending = nullptr;
+    }
+    decide(ctx, Status::unavailable);
+    resume(ctx->request);
+}
+
+// ------------------------------------------------------------- the claim
+
+bool fingerprint_request(ngx_http_request_t* r, Digest& out)
+{
+    Fingerprinter fp(view(r->method_name), view(r->unparsed_uri));
+    if (!fp.ok()) {
+        return false;
+    }
+    if (r->request_body != nullptr) {
+        u_char* chunk = nullptr;
+        for (ngx_chain_t* cl = r->request_body->bufs; cl; cl = cl->next) {
+            ngx_buf_t* b = cl->buf;
+            if (ngx_buf_in_memory(b)) {
+                fp.add_body(b->pos, static_cast<size_t>(b->last - b->pos));
+                continue;
+            }
+            if (!b->in_file) {
+                continue;
+            }
+            // The body spilled to a temporary file: hash it in chunks.
+            if (chunk == nullptr && (chunk = static_cast<u_char*>(ngx_palloc(r->pool, body_read_chunk))) == nullptr) {
+                return false;
+            }
+            for (off_t pos = b->file_pos; pos < b->file_last;) {
+                size_t want = static_cast<size_t>(ngx_min(static_cast<off_t>(body_read_chunk), b->file_last - pos));
+                ssize_t n = ngx_read_file(b->file, chunk, want, pos);
+                if (n <= 0) {
+                    return false;
+                }
+                fp.add_body(chunk, static_cast<size_t>(n));
+                pos += n;
+            }
+        }
+        if (chunk != nullptr) {
+            ngx_pfree(r->pool, chunk);
+        }
+    }
+    out = fp.finish();
+    return true;
+}
+
+bool make_claim_record(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    u_char token[token_length];
+    if (RAND_bytes(token, sizeof(token)) != 1) {
+        return false;
+    }
+    std::string_view token_view{reinterpret_cast<char*>(token), sizeof(token)};
+    size_t size = claim_size(token_view);
+    ctx->claim.data = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
+    if (ctx->claim.data == nullptr) {
+        return false;
+    }
+    ctx->claim.len = encode_claim(ctx->fingerprint, token_view, reinterpret_cast<char*>(ctx->claim.data));
+    return ctx->claim.len == size;
+}
+
+// The whole body is here (memory, temporary file, de-chunked): fingerprint
+// it and claim the key.
+void body_ready(ngx_http_request_t* r)
+{
+    RequestCtx* ctx = find_ctx(r);
+    LocConf* conf = ctx->conf;
+
+    if (!fingerprint_request(r, ctx->fingerprint) || !make_claim_record(r, ctx)) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: cannot fingerprint the request");
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    ctx->store = redis::store_for(*conf->server, conf->redis_timeout);
+    if (ctx->store != nullptr) {
+        ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), ctx->fingerprint, conf->lock_ttl,
+                                         on_claim, ctx);
+    }
+    if (ctx->pending == nullptr) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: Redis %V is unreachable",
+                      &conf->server->name);
+        decide(ctx, Status::unavailable);
+        resume(r);
+        return;
+    }
+
+    ctx->timer.handler = on_claim_timeout;
+    ctx->timer.data = ctx;
+    ctx->timer.log = r->connection->log;
+    ngx_add_timer(&ctx->timer, conf->redis_timeout);
+}
+
+// ------------------------------------------------------------ the key
+
+enum class KeyLookup { none, one, many };
+
+KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& name, ngx_str_t& value)
+{
+    KeyLookup found = KeyLookup::none;
+    ngx_list_part_t* part = &r->headers_in.headers.part;
+    auto* h = static_cast<ngx_table_elt_t*>(part->elts);
+    for (ngx_uint_t i = 0;; i++) {
+        if (i >= part->nelts) {
+            if (part->next == nullptr) {
+                break;
+            }
+            part = part->next;
+            h = static_cast<ngx_table_elt_t*>(part->elts);
+            i = 0;
+        }
+        if (h[i].key.len == name.len && ngx_strncasecmp(h[i].key.data, name.data, name.len) == 0) {
+            if (found != KeyLookup::none) {
+                return KeyLookup::many;
+            }
+            value = h[i].value;
+            found = KeyLookup::one;
+        }
+    }
+    return found;
+}
+
+bool derive_key(ngx_http_request_t* r, RequestCtx* ctx, std::string_view key)
+{
+    ngx_str_t scope = ngx_null_string;
+    if (ctx->conf->scope != nullptr && ngx_http_complex_value(r, ctx->conf->scope, &scope) != NGX_OK) {
+        return false;
+    }
+    const ngx_str_t& prefix = ctx->conf->key_prefix;
+    ctx->redis_key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, prefix.len + key_hash_hex_length));
+    if (ctx->redis_key.data == nullptr) {
+        return false;
+    }
+    ctx->redis_key.len = derive_redis_key(view(prefix), view(scope), key, reinterpret_cast<char*>(ctx->redis_key.data));
+    return ctx->redis_key.len != 0;
+}
+
+}  // namespace
+
+RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
+{
+    auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
+    if (ctx != nullptr || r != r->main) {
+        return ctx;
+    }
+    // An internal redirect (error_page, named location) wiped the module
+    // contexts; the pool cleanup still knows ours.
+    for (ngx_pool_cleanup_t* cln = r->pool->cleanup; cln; cln = cln->next) {
+        if (cln->handler == cleanup) {
+            ctx = static_cast<RequestCtx*>(cln->data);
+            ngx_http_set_ctx(r, ctx, ngx_http_idempotency_module);
+            return ctx;
+        }
+    }
+    return nullptr;
+}
+
+ngx_int_t access_handler(ngx_http_request_t* r)
+{
+    if (r != r->main) {
+        return NGX_DECLINED;
+    }
+    RequestCtx* ctx = find_ctx(r);
+    if (ctx != nullptr) {
+        return ctx->decided ? respond(r, ctx) : NGX_AGAIN;
+    }
+
+    auto* conf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
+    if (!conf->enable || !(r->method & conf->methods)) {
+        return NGX_DECLINED;
+    }
+    ctx = create_ctx(r, conf);
+    if (ctx == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_str_t value = ngx_null_string;
+    switch (find_key_header(r, conf->header, value)) {
+    case KeyLookup::none:
+        decide(ctx, Status::missing);
+        if (!conf->required) {
+            ctx->responded = true;
+            return NGX_DECLINED;
+        }
+        return respond(r, ctx);
+    case KeyLookup::many:
+        decide(ctx, Status::invalid);
+        return respond(r, ctx);
+    case KeyLookup::one:
+        break;
+    }
+
+    auto* key = static_cast<char*>(ngx_pnalloc(r->pool, value.len ? value.len : 1));
+    if (key == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ParsedKey parsed = parse_key(view(value), key);
+    if (parsed.status != KeyStatus::ok) {
+        decide(ctx, Status::invalid);
+        return respond(r, ctx);
+    }
+    if (!derive_key(r, ctx, {key, parsed.length})) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_int_t rc = ngx_http_read_client_request_body(r, body_ready);
+    if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+        return rc;
+    }
+    ngx_http_finalize_request(r, NGX_DONE);
+    return NGX_DONE;
+}
+
+}  // namespace idem

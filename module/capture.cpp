@@ -1,0 +1,361 @@
+// capture.cpp — records the response of a request that holds a claim, as it
+// streams to the client, and stores it when the last byte has passed.
+// The header filter decides (store, or release on 5xx); the body filter
+// appends the bytes into the record buffer in place. When the client goes
+// away first the response is still captured: the upstream is kept running
+// (client aborts are ignored for claimed requests) and the body filter
+// drains what nginx would otherwise stop sending through the filters.
+// Must not touch: the request's response itself — the client sees it unchanged.
+
+#include <cstring>
+
+#include "conf.hpp"
+
+namespace idem {
+namespace {
+
+ngx_http_output_header_filter_pt next_header_filter;
+ngx_http_output_body_filter_pt next_body_filter;
+
+constexpr size_t initial_body_capacity = 16 * 1024;
+
+// Headers that describe this connection or this moment, not the response:
+// a replay gets its own.
+bool is_fresh_per_response(const ngx_str_t& name)
+{
+    static const ngx_str_t names[] = {
+        ngx_string("connection"),     ngx_string("keep-alive"),        ngx_string("transfer-encoding"),
+        ngx_string("te"),             ngx_string("trailer"),           ngx_string("upgrade"),
+        ngx_string("proxy-connection"), ngx_string("date"),            ngx_string("server"),
+        ngx_string("content-length"), ngx_string("idempotent-replayed"),
+    };
+    for (const auto& n : names) {
+        if (name.len == n.len && ngx_strncasecmp(name.data, n.data, n.len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool push_header(RequestCtx* ctx, std::string_view name, std::string_view value)
+{
+    auto* h = static_cast<Header*>(ngx_array_push(&ctx->headers));
+    if (h == nullptr) {
+        return false;
+    }
+    h->name = name;
+    h->value = value;
+    return true;
+}
+
+bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    if (ngx_array_init(&ctx->headers, r->pool, 8, sizeof(Header)) != NGX_OK) {
+        return false;
+    }
+    ngx_http_headers_out_t& out = r->headers_out;
+    if (out.content_type.len) {
+        ngx_str_t type = out.content_type;
+        if (out.content_type_len == out.content_type.len && out.charset.len) {
+            // nginx appends the charset when it sends; keep what the client saw
+            type.data = static_cast<u_char*>(ngx_pnalloc(r->pool, out.content_type.len + 10 + out.charset.len));
+            if (type.data == nullptr) {
+                return false;
+            }
+            type.len = static_cast<size_t>(ngx_sprintf(type.data, "%V; charset=%V", &out.content_type, &out.charset) - type.data);
+        }
+        if (!push_header(ctx, "Content-Type", view(type))) {
+            return false;
+        }
+    }
+
+    ngx_list_part_t* part = &out.headers.part;
+    auto* h = static_cast<ngx_table_elt_t*>(part->elts);
+    for (ngx_uint_t i = 0;; i++) {
+        if (i >= part->nelts) {
+            if (part->next == nullptr) {
+                break;
+            }
+            part = part->next;
+            h = static_cast<ngx_table_elt_t*>(part->elts);
+            i = 0;
+        }
+        if (h[i].hash == 0 || is_fresh_per_response(h[i].key)) {
+            continue;
+        }
+        if (!push_header(ctx, view(h[i].key), view(h[i].value))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void stop_capture(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    ctx->capturing = false;
+    if (ctx->record != nullptr) {
+        ngx_pfree(r->pool, ctx->record);
+        ctx->record = nullptr;
+    }
+}
+
+void release(RequestCtx* ctx, const char* why)
+{
+    ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0, "idempotency: releasing \"%V\": %s",
+                  &ctx->redis_key, why);
+    ctx->store->release(view(ctx->redis_key), view(ctx->claim));
+    ctx->owns_claim = false;
+    ctx->status = Status::released;
+}
+
+void store_unreplayable(RequestCtx* ctx, const char* why)
+{
+    char marker[unreplayable_size];
+    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
+    ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
+                  "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->redis_key, why);
+    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), {marker, size}, ctx->conf->ttl);
+    ctx->owns_claim = false;
+}
+
+// The last byte has passed: store the record (or the marker of a response
+// too large to keep).
+void finish(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    if (!ctx->owns_claim) {
+        return;
+    }
+    if (ctx->oversize) {
+        store_unreplayable(ctx, "larger than idempotency_max_response_size");
+    } else {
+        auto* headers = static_cast<const Header*>(ctx->headers.elts);
+        char* body = encode_response_head(ctx->record, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status),
+                                          headers, ctx->headers.nelts, ctx->body_size);
+        if (body != ctx->record + ctx->head_size) {
+            store_unreplayable(ctx, "its headers do not fit a record");
+        } else {
+            ctx->store->complete(view(ctx->redis_key), view(ctx->claim),
+                                 {ctx->record, ctx->head_size + ctx->body_size}, ctx->conf->ttl);
+            ctx->owns_claim = false;
+        }
+    }
+    stop_capture(r, ctx);
+}
+
+bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
+{
+    size_t capacity = ngx_max(ctx->capacity, initial_body_capacity);
+    while (capacity < need) {
+        capacity *= 2;
+    }
+    capacity = ngx_min(capacity, ctx->conf->max_response_size);
+    auto* grown = static_cast<char*>(ngx_palloc(r->pool, ctx->head_size + capacity));
+    if (grown == nullptr) {
+        return false;
+    }
+    std::memcpy(grown + ctx->head_size, ctx->record + ctx->head_size, ctx->body_size);
+    ngx_pfree(r->pool, ctx->record);
+    ctx->record = grown;
+    ctx->capacity = capacity;
+    return true;
+}
+
+void append(ngx_http_request_t* r, RequestCtx* ctx, const u_char* data, size_t size)
+{
+    if (ctx->oversize || size == 0) {
+        return;
+    }
+    size_t need = ctx->body_size + size;
+    if (need > ctx->conf->max_response_size) {
+        ctx->oversize = true;
+        ngx_pfree(r->pool, ctx->record);
+        ctx->record = nullptr;
+        return;
+    }
+    if (need > ctx->capacity && !grow(r, ctx, need)) {
+        ctx->oversize = true;  // cannot keep it: same outcome as too large
+        return;
+    }
+    std::memcpy(ctx->record + ctx->head_size + ctx->body_size, data, size);
+    ctx->body_size = need;
+}
+
+// The client is gone: consume what the filters below us still hold so that
+// nginx keeps reading the upstream, and from now on swallow the bytes after
+// capturing them.
+void consume(ngx_chain_t* cl)
+{
+    for (; cl; cl = cl->next) {
+        ngx_buf_t* b = cl->buf;
+        b->pos = b->last;
+        if (b->in_file) {
+            b->file_pos = b->file_last;
+        }
+    }
+}
+
+void detach(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "idempotency: client gone, the response to \"%V\" is still captured", &ctx->redis_key);
+    ctx->detached = true;
+    consume(r->out);
+    r->out = nullptr;
+    r->connection->buffered = 0;
+    r->buffered = 0;
+}
+
+ngx_int_t header_filter(ngx_http_request_t* r)
+{
+    RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
+    if (ctx == nullptr || !ctx->capturing || ctx->response_status != 0) {
+        return next_header_filter(r);
+    }
+
+    ngx_uint_t status = r->headers_out.status;
+    ctx->response_status = status;
+    ngx_http_upstream_t* u = r->upstream;
+    bool never_sent = u != nullptr && !u->request_sent;
+
+    if (status >= NGX_HTTP_INTERNAL_SERVER_ERROR && (never_sent || !ctx->conf->store_errors)) {
+        stop_capture(r, ctx);
+        release(ctx, never_sent ? "the request never reached the upstream" : "the upstream answered 5xx");
+        return next_header_filter(r);
+    }
+
+    if (!collect_headers(r, ctx)) {
+        stop_capture(r, ctx);
+        store_unreplayable(ctx, "out of memory");
+        return next_header_filter(r);
+    }
+    ctx->head_size = response_size(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts, 0);
+    off_t expected = r->headers_out.content_length_n;
+    size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size
+                          ? static_cast<size_t>(expected)
+                          : ngx_min(initial_body_capacity, ctx->conf->max_response_size);
+    ctx->record = static_cast<char*>(ngx_palloc(r->pool, ctx->head_size + capacity));
+    if (ctx->head_size == 0 || ctx->record == nullptr) {
+        stop_capture(r, ctx);
+        store_unreplayable(ctx, "its headers do not fit a record");
+        return next_header_filter(r);
+    }
+    ctx->capacity = capacity;
+    r->filter_need_in_memory = 1;  // file buffers reach us read into memory
+
+    ngx_int_t rc = next_header_filter(r);
+    if (rc == NGX_ERROR && r->connection->error) {
+        detach(r, ctx);
+        rc = NGX_OK;
+    }
+    if (r->header_only) {
+        finish(r, ctx);
+    }
+    return rc;
+}
+
+ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
+{
+    RequestCtx* ctx = r == r->main ? static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module)) : nullptr;
+    if (ctx == nullptr || !(ctx->capturing || ctx->detached) || ctx->response_status == 0) {
+        return next_body_filter(r, in);
+    }
+
+    bool last = false;
+    for (ngx_chain_t* cl = in; cl; cl = cl->next) {
+        ngx_buf_t* b = cl->buf;
+        if (ctx->capturing) {
+            if (ngx_buf_in_memory(b)) {
+                append(r, ctx, b->pos, static_cast<size_t>(b->last - b->pos));
+            } else if (ngx_buf_size(b) > 0) {
+                ctx->oversize = true;  // not in memory despite filter_need_in_memory
+            }
+        }
+        if (b->last_buf || (b->last_in_chain && r != r->main)) {
+            last = true;
+        }
+    }
+    if (last && ctx->capturing) {
+        finish(r, ctx);
+    }
+
+    if (ctx->detached) {
+        consume(in);
+        return NGX_OK;
+    }
+    ngx_int_t rc = next_body_filter(r, in);
+    if (rc == NGX_ERROR && r->connection->error && ctx->capturing) {
+        consume(in);
+        detach(r, ctx);
+        return NGX_OK;
+    }
+    return rc;
+}
+
+// Wraps the location's content handler for a claimed request: the upstream
+// exchange must run to its end even if the client leaves, as if
+// proxy_ignore_client_abort were on for this request only.
+ngx_int_t protected_content_handler(ngx_http_request_t* r)
+{
+    RequestCtx* ctx = find_ctx(r);
+    ngx_http_event_handler_pt read_before = r->read_event_handler;
+    ngx_http_event_handler_pt write_before = r->write_event_handler;
+
+    ngx_int_t rc = ctx->content_handler(r);
+
+    ngx_http_upstream_t* u = r->upstream;
+    if (u != nullptr && u->conf != nullptr && !u->conf->ignore_client_abort) {
+        auto* conf = static_cast<ngx_http_upstream_conf_t*>(ngx_palloc(r->pool, sizeof(ngx_http_upstream_conf_t)));
+        if (conf != nullptr) {
+            *conf = *u->conf;
+            conf->ignore_client_abort = 1;
+            u->conf = conf;
+            // The upstream installed its broken-connection checks already.
+            if (r->read_event_handler != read_before) {
+                r->read_event_handler = ngx_http_block_reading;
+            }
+            if (r->write_event_handler != write_before) {
+                r->write_event_handler = ngx_http_request_empty_handler;
+            }
+        }
+    }
+    return rc;
+}
+
+}  // namespace
+
+void capture_begin(RequestCtx* ctx) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
+    ctx->capturing = true;
+    if (r->content_handler != nullptr && r->content_handler != protected_content_handler) {
+        ctx->content_handler = r->content_handler;
+        r->content_handler = protected_content_handler;
+    }
+}
+
+// The request is over: a claim still held means its response never
+// completed. If the upstream answered, it executed: keep the key so the
+// retry is not executed again (410). Otherwise free it for the retry.
+void capture_settle(RequestCtx* ctx) noexcept
+{
+    if (!ctx->owns_claim) {
+        return;
+    }
+    ctx->capturing = false;
+    if (ctx->response_status != 0) {
+        store_unreplayable(ctx, "the response did not complete");
+    } else {
+        release(ctx, "the request ended before a response");
+    }
+}
+
+ngx_int_t capture_init(ngx_conf_t*)
+{
+    next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = header_filter;
+    next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = body_filter;
+    return NGX_OK;
+}
+
+}  // namespace idem

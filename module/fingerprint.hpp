@@ -1,0 +1,54 @@
+// fingerprint.hpp — SHA-256 over what makes a request "the same request":
+// method, raw request URI and body bytes (SPEC rule 6). Bodies are fed in
+// chunks as they are found (memory buffers or temporary file reads).
+// Pure: knows nothing of nginx.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+struct evp_md_ctx_st;
+
+namespace idem {
+
+using Digest = std::array<std::uint8_t, 32>;
+
+// Incremental SHA-256 (OpenSSL EVP). Not copyable.
+class Sha256 {
+public:
+    Sha256() noexcept;
+    ~Sha256();
+    Sha256(const Sha256&) = delete;
+    Sha256& operator=(const Sha256&) = delete;
+
+    bool ok() const noexcept { return ctx_ != nullptr && ok_; }
+    void update(const void* data, std::size_t size) noexcept;
+    Digest finish() noexcept;
+
+private:
+    evp_md_ctx_st* ctx_;
+    bool ok_;
+};
+
+// One-shot SHA-256.
+Digest sha256(std::string_view data) noexcept;
+
+// The request fingerprint: method and URI framed unambiguously, then the
+// body bytes in as many chunks as the caller has.
+class Fingerprinter {
+public:
+    Fingerprinter(std::string_view method, std::string_view uri) noexcept;
+    bool ok() const noexcept { return sha_.ok(); }
+    void add_body(const void* data, std::size_t size) noexcept { sha_.update(data, size); }
+    Digest finish() noexcept { return sha_.finish(); }
+
+private:
+    Sha256 sha_;
+};
+
+// Lower-case hex of `size` bytes into out (room for 2 * size).
+void to_hex(const std::uint8_t* data, std::size_t size, char* out) noexcept;
+
+}  // namespace idem

@@ -1,0 +1,386 @@
+// module.cpp — ngx_http_idempotency_module: the directive table, the
+// configuration's create and merge, $idempotency_status, and the wiring of
+// the access handler, the capture filters and the per-worker Redis clients.
+// The request logic lives in access.cpp, capture.cpp and replay.cpp.
+
+#include "conf.hpp"
+#include "redis/redis_store.hpp"
+
+namespace idem {
+namespace {
+
+char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+
+constexpr ngx_uint_t any_level = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
+
+ngx_command_t commands[] = {
+    {ngx_string("idempotency"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, enable), nullptr},
+
+    {ngx_string("idempotency_redis"), any_level | NGX_CONF_1MORE, set_redis,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
+
+    {ngx_string("idempotency_redis_timeout"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_timeout), nullptr},
+
+    {ngx_string("idempotency_methods"), any_level | NGX_CONF_1MORE, set_methods,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
+
+    {ngx_string("idempotency_header"), any_level | NGX_CONF_TAKE1, set_header,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
+
+    {ngx_string("idempotency_required"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, required), nullptr},
+
+    {ngx_string("idempotency_ttl"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, ttl), nullptr},
+
+    {ngx_string("idempotency_lock_ttl"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, lock_ttl), nullptr},
+
+    {ngx_string("idempotency_wait"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, wait), nullptr},
+
+    {ngx_string("idempotency_scope"), any_level | NGX_CONF_TAKE1, ngx_http_set_complex_value_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, scope), nullptr},
+
+    {ngx_string("idempotency_key_prefix"), any_level | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, key_prefix), nullptr},
+
+    {ngx_string("idempotency_max_response_size"), any_level | NGX_CONF_TAKE1, ngx_conf_set_size_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, max_response_size), nullptr},
+
+    {ngx_string("idempotency_store_errors"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, store_errors), nullptr},
+
+    {ngx_string("idempotency_fail_open"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, fail_open), nullptr},
+
+    ngx_null_command,
+};
+
+// ---------------------------------------------------------------- directives
+
+bool starts_with(const ngx_str_t& s, std::string_view prefix)
+{
+    return s.len >= prefix.size() && view(s).substr(0, prefix.size()) == prefix;
+}
+
+ngx_str_t tail_after(const ngx_str_t& s, size_t n)
+{
+    return ngx_str_t{s.len - n, s.data + n};
+}
+
+char* set_redis(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* lcf = static_cast<LocConf*>(conf);
+    if (lcf->server != nullptr) {
+        return const_cast<char*>("is duplicate");
+    }
+    auto* mcf = static_cast<MainConf*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_idempotency_module));
+    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
+
+    RedisServer server{};
+    server.name = args[1];
+    server.db = 0;
+    server.url.url = args[1];
+    server.url.default_port = 6379;
+    server.url.no_resolve = 0;
+
+    if (ngx_parse_url(cf->pool, &server.url) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid Redis address \"%V\" in \"idempotency_redis\"%s%s",
+                           &args[1], server.url.err ? ": " : "", server.url.err ? server.url.err : "");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (server.url.naddrs == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "Redis address \"%V\" in \"idempotency_redis\" has no addresses", &args[1]);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+
+    for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
+        const ngx_str_t& a = args[i];
+        if (starts_with(a, "db=")) {
+            ngx_str_t v = tail_after(a, 3);
+            server.db = ngx_atoi(v.data, v.len);
+            if (server.db == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid \"%V\" in \"idempotency_redis\": db must be a number", &a);
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+        } else if (starts_with(a, "password=")) {
+            server.password = tail_after(a, 9);
+        } else if (starts_with(a, "username=")) {
+            server.username = tail_after(a, 9);
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\" in \"idempotency_redis\" (expected db=, password= or username=)", &a);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
+    if (server.username.len && !server.password.len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"idempotency_redis\": username= needs password=");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+
+    // One server per distinct address and credentials, shared by every
+    // location naming it: each worker keeps one connection per server.
+    auto** known = static_cast<RedisServer**>(mcf->servers.elts);
+    for (ngx_uint_t i = 0; i < mcf->servers.nelts; i++) {
+        RedisServer* s = known[i];
+        if (view(s->url.url) == view(server.url.url) && s->db == server.db
+            && view(s->password) == view(server.password) && view(s->username) == view(server.username)) {
+            lcf->server = s;
+            return NGX_CONF_OK;
+        }
+    }
+
+    auto* stored = static_cast<RedisServer*>(ngx_pcalloc(cf->pool, sizeof(RedisServer)));
+    auto** slot = static_cast<RedisServer**>(ngx_array_push(&mcf->servers));
+    if (stored == nullptr || slot == nullptr) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    *stored = server;
+    stored->index = mcf->servers.nelts - 1;
+    *slot = stored;
+    lcf->server = stored;
+    return NGX_CONF_OK;
+}
+
+struct MethodName {
+    std::string_view name;
+    ngx_uint_t mask;
+};
+
+constexpr MethodName method_names[] = {
+    {"GET", NGX_HTTP_GET},         {"HEAD", NGX_HTTP_HEAD},         {"POST", NGX_HTTP_POST},
+    {"PUT", NGX_HTTP_PUT},         {"DELETE", NGX_HTTP_DELETE},     {"PATCH", NGX_HTTP_PATCH},
+    {"OPTIONS", NGX_HTTP_OPTIONS}, {"MKCOL", NGX_HTTP_MKCOL},       {"COPY", NGX_HTTP_COPY},
+    {"MOVE", NGX_HTTP_MOVE},       {"PROPFIND", NGX_HTTP_PROPFIND}, {"PROPPATCH", NGX_HTTP_PROPPATCH},
+    {"LOCK", NGX_HTTP_LOCK},       {"UNLOCK", NGX_HTTP_UNLOCK},     {"TRACE", NGX_HTTP_TRACE},
+};
+
+char* set_methods(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* lcf = static_cast<LocConf*>(conf);
+    if (lcf->methods != NGX_CONF_UNSET_UINT) {
+        return const_cast<char*>("is duplicate");
+    }
+    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
+    ngx_uint_t mask = 0;
+    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
+        ngx_uint_t found = 0;
+        for (const auto& m : method_names) {
+            if (m.name == view(args[i])) {
+                found = m.mask;
+            }
+        }
+        if (found == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "unknown method \"%V\" in \"idempotency_methods\"", &args[i]);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        mask |= found;
+    }
+    lcf->methods = mask;
+    return NGX_CONF_OK;
+}
+
+char* set_header(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* lcf = static_cast<LocConf*>(conf);
+    if (lcf->header.data != nullptr) {
+        return const_cast<char*>("is duplicate");
+    }
+    ngx_str_t name = static_cast<ngx_str_t*>(cf->args->elts)[1];
+    if (name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "empty header name in \"idempotency_header\"");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    for (size_t i = 0; i < name.len; i++) {
+        u_char ch = name.data[i];
+        if (!(ch == '-' || ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z'))) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid header name \"%V\" in \"idempotency_header\"", &name);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
+    lcf->header = name;
+    return NGX_CONF_OK;
+}
+
+// ---------------------------------------------------------- configuration
+
+void* create_main_conf(ngx_conf_t* cf)
+{
+    auto* mcf = static_cast<MainConf*>(ngx_pcalloc(cf->pool, sizeof(MainConf)));
+    if (mcf == nullptr || ngx_array_init(&mcf->servers, cf->pool, 2, sizeof(RedisServer*)) != NGX_OK) {
+        return nullptr;
+    }
+    return mcf;
+}
+
+void* create_loc_conf(ngx_conf_t* cf)
+{
+    auto* conf = static_cast<LocConf*>(ngx_pcalloc(cf->pool, sizeof(LocConf)));
+    if (conf == nullptr) {
+        return nullptr;
+    }
+    // pcalloc left: server, header, scope, key_prefix unset (null)
+    conf->enable = NGX_CONF_UNSET;
+    conf->redis_timeout = NGX_CONF_UNSET_MSEC;
+    conf->methods = NGX_CONF_UNSET_UINT;
+    conf->required = NGX_CONF_UNSET;
+    conf->ttl = NGX_CONF_UNSET_MSEC;
+    conf->lock_ttl = NGX_CONF_UNSET_MSEC;
+    conf->wait = NGX_CONF_UNSET_MSEC;
+    conf->scope = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
+    conf->max_response_size = NGX_CONF_UNSET_SIZE;
+    conf->store_errors = NGX_CONF_UNSET;
+    conf->fail_open = NGX_CONF_UNSET;
+    return conf;
+}
+
+char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
+{
+    auto* prev = static_cast<LocConf*>(parent);
+    auto* conf = static_cast<LocConf*>(child);
+
+    ngx_conf_merge_value(conf->enable, prev->enable, 0);
+    if (conf->server == nullptr) {
+        conf->server = prev->server;
+    }
+    ngx_conf_merge_msec_value(conf->redis_timeout, prev->redis_timeout, 1000);
+    ngx_conf_merge_uint_value(conf->methods, prev->methods, NGX_HTTP_POST | NGX_HTTP_PATCH);
+    ngx_conf_merge_str_value(conf->header, prev->header, "Idempotency-Key");
+    ngx_conf_merge_value(conf->required, prev->required, 0);
+    ngx_conf_merge_msec_value(conf->ttl, prev->ttl, 24 * 60 * 60 * 1000);
+    ngx_conf_merge_msec_value(conf->lock_ttl, prev->lock_ttl, 30 * 1000);
+    ngx_conf_merge_msec_value(conf->wait, prev->wait, 0);
+    ngx_conf_merge_ptr_value(conf->scope, prev->scope, nullptr);
+    ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
+    ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
+    ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);
+    ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
+
+    if (conf->enable && conf->server == nullptr) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency on\" needs \"idempotency_redis\" in this location or an enclosing block");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (conf->ttl == 0 || conf->lock_ttl == 0 || conf->redis_timeout == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency_ttl\", \"idempotency_lock_ttl\" and \"idempotency_redis_timeout\" must be greater than 0");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (conf->max_response_size > 0xffffffffu) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"idempotency_max_response_size\" must be at most 4095m");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (conf->key_prefix.len > 256) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"idempotency_key_prefix\" must be at most 256 bytes");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    return NGX_CONF_OK;
+}
+
+// ---------------------------------------------------------------- variable
+
+ngx_int_t status_variable(ngx_http_request_t* r, ngx_http_variable_value_t* v, uintptr_t)
+{
+    RequestCtx* ctx = find_ctx(r);
+    std::string_view name = ctx ? status_name(ctx->status) : std::string_view{};
+    v->data = reinterpret_cast<u_char*>(const_cast<char*>(name.data()));
+    v->len = name.size();
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+    return NGX_OK;
+}
+
+ngx_int_t add_variables(ngx_conf_t* cf)
+{
+    static ngx_str_t name = ngx_string("idempotency_status");
+    ngx_http_variable_t* var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+    if (var == nullptr) {
+        return NGX_ERROR;
+    }
+    var->get_handler = status_variable;
+    return NGX_OK;
+}
+
+// ------------------------------------------------------------------ wiring
+
+ngx_int_t postconfiguration(ngx_conf_t* cf)
+{
+    auto* cmcf = static_cast<ngx_http_core_main_conf_t*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module));
+    auto* h = static_cast<ngx_http_handler_pt*>(ngx_array_push(&cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers));
+    if (h == nullptr) {
+        return NGX_ERROR;
+    }
+    *h = access_handler;
+    return capture_init(cf);
+}
+
+ngx_int_t init_process(ngx_cycle_t* cycle)
+{
+    auto* mcf = static_cast<MainConf*>(ngx_http_cycle_get_module_main_conf(cycle, ngx_http_idempotency_module));
+    if (mcf == nullptr) {
+        return NGX_OK;
+    }
+    return redis::start_worker_stores(cycle, *mcf);
+}
+
+void exit_process(ngx_cycle_t* cycle)
+{
+    redis::stop_worker_stores(cycle);
+}
+
+ngx_http_module_t module_ctx = {
+    add_variables,      // preconfiguration
+    postconfiguration,  // postconfiguration
+    create_main_conf,   // create main configuration
+    nullptr,            // init main configuration
+    nullptr,            // create server configuration
+    nullptr,            // merge server configuration
+    create_loc_conf,    // create location configuration
+    merge_loc_conf,     // merge location configuration
+};
+
+}  // namespace
+
+std::string_view status_name(Status s) noexcept
+{
+    switch (s) {
+    case Status::none: return {};
+    case Status::fresh: return "new";
+    case Status::replayed: return "replayed";
+    case Status::waited: return "waited";
+    case Status::conflict: return "conflict";
+    case Status::mismatch: return "mismatch";
+    case Status::invalid: return "invalid";
+    case Status::missing: return "missing";
+    case Status::unavailable: return "unavailable";
+    case Status::released: return "released";
+    case Status::unreplayable: return "unreplayable";
+    }
+    return {};
+}
+
+}  // namespace idem
+
+extern "C" {
+
+__attribute__((visibility("default"))) ngx_module_t ngx_http_idempotency_module = {
+    NGX_MODULE_V1,
+    &idem::module_ctx,      // module context
+    idem::commands,         // module directives
+    NGX_HTTP_MODULE,        // module type
+    nullptr,                // init master
+    nullptr,                // init module
+    idem::init_process,     // init process
+    nullptr,                // init thread
+    nullptr,                // exit thread
+    idem::exit_process,     // exit process
+    nullptr,                // exit master
+    NGX_MODULE_V1_PADDING,
+};
+}

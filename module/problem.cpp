@@ -1,0 +1,128 @@
+// problem.cpp — the module's own error answers: application/problem+json
+// bodies per RFC 9457 (type, title, status, detail), with Retry-After where
+// a retry can succeed. Where the location has an error_page for the status,
+// nginx's error_page answers instead, so an API keeps its own error shape;
+// Retry-After and $idempotency_status stay available there.
+
+#include "conf.hpp"
+
+namespace idem {
+namespace {
+
+struct Problem {
+    ngx_uint_t status;
+    std::string_view type;
+    std::string_view title;
+    std::string_view detail;
+};
+
+constexpr Problem problems[] = {
+    {NGX_HTTP_BAD_REQUEST, "missing-key", "Idempotency key missing",
+     "This request must carry an idempotency key header."},
+    {NGX_HTTP_BAD_REQUEST, "invalid-key", "Invalid idempotency key",
+     "The idempotency key must appear once and be 1 to 255 visible ASCII characters, bare or as a quoted string."},
+    {NGX_HTTP_CONFLICT, "request-in-progress", "Request in progress",
+     "A request with this idempotency key is still being processed. Retry later to get its response."},
+    {410, "response-not-replayable", "Response cannot be replayed",
+     "The request with this idempotency key was executed, but its response was too large to be stored and cannot be replayed."},
+    {422, "key-reused", "Idempotency key reused",
+     "This idempotency key was already used for a different request (method, URI or body)."},
+    {NGX_HTTP_SERVICE_UNAVAILABLE, "store-unavailable", "Idempotency store unavailable",
+     "The request was not forwarded because its idempotency key could not be checked. Retry later."},
+};
+
+const Problem& problem_for(ngx_uint_t status, Status why)
+{
+    if (status == NGX_HTTP_BAD_REQUEST) {
+        return why == Status::missing ? problems[0] : problems[1];
+    }
+    for (const auto& p : problems) {
+        if (p.status == status) {
+            return p;
+        }
+    }
+    return problems[5];
+}
+
+bool has_error_page(ngx_http_request_t* r, ngx_uint_t status)
+{
+    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_get_module_loc_conf(r, ngx_http_core_module));
+    if (clcf->error_pages == nullptr || r->uri_changes == 0) {
+        return false;
+    }
+    auto* pages = static_cast<ngx_http_err_page_t*>(clcf->error_pages->elts);
+    for (ngx_uint_t i = 0; i < clcf->error_pages->nelts; i++) {
+        if (static_cast<ngx_uint_t>(pages[i].status) == status) {
+            return true;
+        }
+    }
+    return false;
+}
+
+ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, const Problem& p)
+{
+    static constexpr size_t overhead = sizeof(R"({"type":"urn:nginx-idempotency:problem:","title":"","status":000,"detail":""})");
+    size_t size = overhead + p.type.size() + p.title.size() + p.detail.size();
+    auto* body = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
+    if (body == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ngx_str_t type{p.type.size(), reinterpret_cast<u_char*>(const_cast<char*>(p.type.data()))};
+    ngx_str_t title{p.title.size(), reinterpret_cast<u_char*>(const_cast<char*>(p.title.data()))};
+    ngx_str_t detail{p.detail.size(), reinterpret_cast<u_char*>(const_cast<char*>(p.detail.data()))};
+    u_char* end = ngx_sprintf(body, R"({"type":"urn:nginx-idempotency:problem:%V","title":"%V","status":%ui,"detail":"%V"})",
+                              &type, &title, status, &detail);
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = end - body;
+    ngx_str_set(&r->headers_out.content_type, "application/problem+json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = nullptr;
+
+    ngx_int_t rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+    auto* b = static_cast<ngx_buf_t*>(ngx_calloc_buf(r->pool));
+    if (b == nullptr) {
+        return NGX_ERROR;
+    }
+    b->pos = body;
+    b->last = end;
+    b->memory = 1;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+    ngx_chain_t out{b, nullptr};
+    return ngx_http_output_filter(r, &out);
+}
+
+}  // namespace
+
+ngx_int_t send_problem(ngx_http_request_t* r, ngx_uint_t status, ngx_uint_t retry_after)
+{
+    RequestCtx* ctx = find_ctx(r);
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        r->keepalive = 0;
+    }
+    if (retry_after) {
+        auto* h = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.headers));
+        if (h == nullptr) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        h->hash = 1;
+        ngx_str_set(&h->key, "Retry-After");
+        h->value.data = static_cast<u_char*>(ngx_pnalloc(r->pool, NGX_INT_T_LEN));
+        if (h->value.data == nullptr) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        h->value.len = static_cast<size_t>(ngx_sprintf(h->value.data, "%ui", retry_after) - h->value.data);
+        h->lowcase_key = nullptr;
+    }
+    if (has_error_page(r, status)) {
+        return status;  // nginx's error_page answers
+    }
+    ngx_http_finalize_request(r, send_json(r, status, problem_for(status, ctx ? ctx->status : Status::none)));
+    return NGX_DONE;
+}
+
+}  // namespace idem

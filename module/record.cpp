@@ -1,0 +1,231 @@
+// record.cpp — encoding and strict decoding of the records kept under an
+// idempotency key (layout in record.hpp). Decoding trusts nothing: every
+// length is checked against the bytes actually there.
+#include "record.hpp"
+
+#include <cstring>
+#include <limits>
+
+namespace idem {
+namespace {
+
+constexpr char magic[3] = {'I', 'D', 'M'};
+constexpr std::size_t prefix_size = sizeof magic + 1 + 1 + 32;
+constexpr std::size_t header_entry_overhead = 2 + 4;
+
+// Sequential big-endian reads that fail, rather than overrun, when the
+// input is short.
+class Cursor {
+public:
+    explicit Cursor(std::string_view bytes) noexcept : rest_(bytes) {}
+
+    bool take(std::size_t size, std::string_view& out) noexcept
+    {
+        if (rest_.size() < size) {
+            return false;
+        }
+        out = rest_.substr(0, size);
+        rest_.remove_prefix(size);
+        return true;
+    }
+
+    template <typename Int>
+    bool read(Int& out) noexcept
+    {
+        std::string_view bytes;
+        if (!take(sizeof(Int), bytes)) {
+            return false;
+        }
+        std::uint64_t value = 0;
+        for (char c : bytes) {
+            value = (value << 8) | static_cast<unsigned char>(c);
+        }
+        out = static_cast<Int>(value);
+        return true;
+    }
+
+    std::string_view rest() const noexcept { return rest_; }
+    bool at_end() const noexcept { return rest_.empty(); }
+
+private:
+    std::string_view rest_;
+};
+
+template <typename Int>
+char* put(char* out, Int value) noexcept
+{
+    for (std::size_t i = sizeof(Int); i-- > 0;) {
+        *out++ = static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xff);
+    }
+    return out;
+}
+
+char* put_bytes(char* out, const void* data, std::size_t size) noexcept
+{
+    if (size != 0) {
+        std::memcpy(out, data, size);
+    }
+    return out + size;
+}
+
+char* put_prefix(char* out, RecordKind kind, const Digest& fingerprint) noexcept
+{
+    out = put_bytes(out, magic, sizeof magic);
+    out = put<std::uint8_t>(out, record_version);
+    out = put<std::uint8_t>(out, static_cast<std::uint8_t>(kind));
+    return put_bytes(out, fingerprint.data(), fingerprint.size());
+}
+
+// One header entry: name_len(2) name value_len(4) value.
+bool read_header(Cursor& cursor, Header& out) noexcept
+{
+    std::uint16_t name_len = 0;
+    std::uint32_t value_len = 0;
+    return cursor.read(name_len) && cursor.take(name_len, out.name)
+           && cursor.read(value_len) && cursor.take(value_len, out.value);
+}
+
+bool decode_response(Cursor& cursor, Record& record) noexcept
+{
+    if (!cursor.read(record.status) || !cursor.read(record.header_count)) {
+        return false;
+    }
+    // Walk the entries now so HeaderReader can rely on them adding up.
+    const std::string_view headers_start = cursor.rest();
+    Header header;
+    for (std::uint16_t i = 0; i < record.header_count; ++i) {
+        if (!read_header(cursor, header)) {
+            return false;
+        }
+    }
+    record.headers = headers_start.substr(0, headers_start.size() - cursor.rest().size());
+    std::uint32_t body_len = 0;
+    return cursor.read(body_len) && cursor.take(body_len, record.body);
+}
+
+bool fits_header(const Header& header) noexcept
+{
+    return header.name.size() <= std::numeric_limits<std::uint16_t>::max()
+           && header.value.size() <= std::numeric_limits<std::uint32_t>::max();
+}
+
+}  // namespace
+
+std::optional<Record> decode_record(std::string_view bytes) noexcept
+{
+    Cursor cursor(bytes);
+    std::string_view found_magic;
+    std::uint8_t version = 0;
+    std::uint8_t kind = 0;
+    std::string_view fingerprint;
+    if (!cursor.take(sizeof magic, found_magic)
+        || found_magic != std::string_view(magic, sizeof magic)
+        || !cursor.read(version) || version != record_version
+        || !cursor.read(kind) || !cursor.take(Digest().size(), fingerprint)) {
+        return std::nullopt;
+    }
+
+    Record record{};
+    record.kind = static_cast<RecordKind>(kind);
+    std::memcpy(record.fingerprint.data(), fingerprint.data(), fingerprint.size());
+
+    bool decoded = false;
+    switch (record.kind) {
+    case RecordKind::claim: {
+        std::uint8_t token_len = 0;  // one byte: never above max_token_length
+        decoded = cursor.read(token_len) && cursor.take(token_len, record.token);
+        break;
+    }
+    case RecordKind::response:
+        decoded = decode_response(cursor, record);
+        break;
+    case RecordKind::unreplayable:
+        decoded = cursor.read(record.status);
+        break;
+    }
+    if (!decoded || !cursor.at_end()) {
+        return std::nullopt;
+    }
+    return record;
+}
+
+bool HeaderReader::next(Header& out) noexcept
+{
+    if (left_ == 0) {
+        return false;
+    }
+    Cursor cursor(rest_);
+    if (!read_header(cursor, out)) {
+        left_ = 0;
+        return false;
+    }
+    rest_ = cursor.rest();
+    --left_;
+    return true;
+}
+
+std::size_t claim_size(std::string_view token) noexcept
+{
+    if (token.size() > max_token_length) {
+        return 0;
+    }
+    return prefix_size + 1 + token.size();
+}
+
+std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
+                         char* out) noexcept
+{
+    if (token.size() > max_token_length) {
+        return 0;
+    }
+    char* end = put_prefix(out, RecordKind::claim, fingerprint);
+    end = put<std::uint8_t>(end, static_cast<std::uint8_t>(token.size()));
+    end = put_bytes(end, token.data(), token.size());
+    return static_cast<std::size_t>(end - out);
+}
+
+std::size_t response_size(const Header* headers, std::size_t count,
+                          std::size_t body_size) noexcept
+{
+    if (count > std::numeric_limits<std::uint16_t>::max()
+        || body_size > std::numeric_limits<std::uint32_t>::max()) {
+        return 0;
+    }
+    std::size_t size = prefix_size + 2 + 2 + 4 + body_size;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!fits_header(headers[i])) {
+            return 0;
+        }
+        size += header_entry_overhead + headers[i].name.size() + headers[i].value.size();
+    }
+    return size;
+}
+
+char* encode_response_head(char* out, const Digest& fingerprint,
+                           std::uint16_t status, const Header* headers,
+                           std::size_t count, std::size_t body_size) noexcept
+{
+    if (response_size(headers, count, body_size) == 0) {
+        return nullptr;
+    }
+    out = put_prefix(out, RecordKind::response, fingerprint);
+    out = put<std::uint16_t>(out, status);
+    out = put<std::uint16_t>(out, static_cast<std::uint16_t>(count));
+    for (std::size_t i = 0; i < count; ++i) {
+        out = put<std::uint16_t>(out, static_cast<std::uint16_t>(headers[i].name.size()));
+        out = put_bytes(out, headers[i].name.data(), headers[i].name.size());
+        out = put<std::uint32_t>(out, static_cast<std::uint32_t>(headers[i].value.size()));
+        out = put_bytes(out, headers[i].value.data(), headers[i].value.size());
+    }
+    return put<std::uint32_t>(out, static_cast<std::uint32_t>(body_size));
+}
+
+std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
+                                char* out) noexcept
+{
+    char* end = put_prefix(out, RecordKind::unreplayable, fingerprint);
+    end = put<std::uint16_t>(end, status);
+    return static_cast<std::size_t>(end - out);
+}
+
+}  // namespace idem

@@ -1,0 +1,83 @@
+// record.hpp — the versioned binary codec of what the module keeps under a
+// Redis key: an in-flight claim, a stored response, or the marker of a
+// response that was executed but cannot be replayed.
+// Pure: knows nothing of nginx or Redis.
+//
+// Layout (all integers big-endian):
+//   "IDM" version(1) kind(1) fingerprint(32)
+//   claim:        token_len(1) token
+//   response:     status(2) header_count(2)
+//                 { name_len(2) name value_len(4) value } * header_count
+//                 body_len(4) body
+//   unreplayable: status(2)
+// Anything else — wrong magic or version, truncated, trailing bytes — is
+// refused by decode_record.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "fingerprint.hpp"
+
+namespace idem {
+
+constexpr std::uint8_t record_version = 1;
+constexpr std::size_t max_token_length = 255;
+
+enum class RecordKind : std::uint8_t { claim = 1, response = 2, unreplayable = 3 };
+
+struct Header {
+    std::string_view name;
+    std::string_view value;
+};
+
+// A decoded record; every view points into the decoded bytes.
+struct Record {
+    RecordKind kind;
+    Digest fingerprint;
+    std::string_view token;       // claim
+    std::uint16_t status = 0;     // response, unreplayable
+    std::uint16_t header_count = 0;
+    std::string_view headers;     // response: the encoded header entries
+    std::string_view body;        // response
+};
+
+std::optional<Record> decode_record(std::string_view bytes) noexcept;
+
+// Walks the headers of a decoded response record in stored order.
+class HeaderReader {
+public:
+    explicit HeaderReader(const Record& record) noexcept
+        : rest_(record.headers), left_(record.header_count) {}
+    bool next(Header& out) noexcept;
+
+private:
+    std::string_view rest_;
+    std::uint16_t left_;
+};
+
+// Both return 0 for a token longer than max_token_length.
+std::size_t claim_size(std::string_view token) noexcept;
+// Writes a claim record to out (room for claim_size(token)); returns its size.
+std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
+                         char* out) noexcept;
+
+// Size of a response record with these headers and a body of body_size;
+// 0 if the layout cannot hold them (more than 65535 headers, a name over
+// 65535 bytes, a value or body over 4 GiB - 1).
+std::size_t response_size(const Header* headers, std::size_t count,
+                          std::size_t body_size) noexcept;
+// Writes everything of a response record but the body bytes; returns where
+// the caller copies the body (exactly body_size bytes), or nullptr, writing
+// nothing, when response_size() would be 0.
+char* encode_response_head(char* out, const Digest& fingerprint,
+                           std::uint16_t status, const Header* headers,
+                           std::size_t count, std::size_t body_size) noexcept;
+
+constexpr std::size_t unreplayable_size = 3 + 1 + 1 + 32 + 2;
+std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
+                                char* out) noexcept;
+
+}  // namespace idem

@@ -1,0 +1,482 @@
+// redis/connection.cpp — see connection.hpp.
+
+#include "connection.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <cstring>
+
+#include "../conf.hpp"
+
+namespace idem::redis {
+namespace {
+
+constexpr ngx_msec_t first_backoff = 100;
+constexpr ngx_msec_t max_backoff = 2000;
+constexpr size_t read_chunk = 16 * 1024;
+
+}  // namespace
+
+Connection::Connection(const RedisServer& server, ngx_log_t* log) noexcept : server_(server), log_(log)
+{
+    retry_event_.handler = on_retry;
+    retry_event_.data = this;
+    retry_event_.log = log;
+    retry_event_.cancelable = 1;
+}
+
+Connection::~Connection()
+{
+    fail(nullptr, 0);
+    if (retry_event_.timer_set) {
+        ngx_del_timer(&retry_event_);
+    }
+    while (free_ != nullptr) {
+        Pending* p = free_;
+        free_ = p->next;
+        ngx_free(p);
+    }
+    ngx_free(out_);
+}
+
+void Connection::set_timeout(ngx_msec_t timeout) noexcept
+{
+    if (timeout < timeout_ || timeout_ == 0) {
+        timeout_ = timeout;
+    }
+}
+
+bool Connection::command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
+                         void* data, bool queue_while_down) noexcept
+{
+    if (state_ == State::down) {
+        if (ngx_current_msec >= retry_at_) {
+            connect();
+        }
+        if (state_ == State::down && !queue_while_down) {
+            return false;
+        }
+    }
+
+    char* cmd = nullptr;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, argv_len);
+    if (len < 0) {
+        return false;
+    }
+    bool queued = enqueue(cmd, static_cast<size_t>(len), handler, data, false);
+    redisFreeCommand(cmd);
+    if (!queued) {
+        return false;
+    }
+
+    if (state_ == State::up) {
+        flush();
+    } else if (state_ == State::down && !retry_event_.timer_set) {
+        // Nothing else will bring the connection back for this command.
+        ngx_add_timer(&retry_event_, retry_at_ > ngx_current_msec ? retry_at_ - ngx_current_msec : 1);
+    }
+    return true;
+}
+
+bool Connection::append(const char* data, size_t size) noexcept
+{
+    if (out_pos_ > 0 && out_pos_ == out_len_) {
+        out_pos_ = out_len_ = 0;
+    }
+    if (out_len_ + size > out_cap_) {
+        size_t cap = out_cap_ ? out_cap_ : 4096;
+        while (cap < out_len_ - out_pos_ + size) {
+            cap *= 2;
+        }
+        auto* grown = static_cast<char*>(ngx_alloc(cap, log_));
+        if (grown == nullptr) {
+            return false;
+        }
+        std::memcpy(grown, out_ + out_pos_, out_len_ - out_pos_);
+        out_len_ -= out_pos_;
+        out_pos_ = 0;
+        ngx_free(out_);
+        out_ = grown;
+        out_cap_ = cap;
+    }
+    std::memcpy(out_ + out_len_, data, size);
+    out_len_ += size;
+    return true;
+}
+
+bool Connection::enqueue(const char* cmd, size_t size, ReplyHandler handler, void* data, bool front) noexcept
+{
+    Pending* p = free_;
+    if (p != nullptr) {
+        free_ = p->next;
+    } else {
+        p = static_cast<Pending*>(ngx_alloc(sizeof(Pending), log_));
+        if (p == nullptr) {
+            return false;
+        }
+    }
+
+    if (front) {
+        // Handshake commands go before anything queued while we were down.
+        size_t waiting = out_len_ - out_pos_;
+        char* saved = nullptr;
+        if (waiting) {
+            saved = static_cast<char*>(ngx_alloc(waiting, log_));
+            if (saved == nullptr) {
+                p->next = free_;
+                free_ = p;
+                return false;
+            }
+            std::memcpy(saved, out_ + out_pos_, waiting);
+        }
+        out_pos_ = out_len_ = 0;
+        bool ok = append(cmd, size) && (waiting == 0 || append(saved, waiting));
+        ngx_free(saved);
+        if (!ok) {
+            p->next = free_;
+            free_ = p;
+            return false;
+        }
+    } else if (!append(cmd, size)) {
+        p->next = free_;
+        free_ = p;
+        return false;
+    }
+
+    p->handler = handler;
+    p->data = data;
+    if (front) {
+        p->next = head_;
+        head_ = p;
+        if (tail_ == nullptr) {
+            tail_ = p;
+        }
+    } else {
+        p->next = nullptr;
+        if (tail_) {
+            tail_->next = p;
+        } else {
+            head_ = p;
+        }
+        tail_ = p;
+    }
+    return true;
+}
+
+// ------------------------------------------------------------- connecting
+
+void Connection::connect() noexcept
+{
+    ngx_addr_t& addr = server_.url.addrs[0];
+    peer_ = ngx_peer_connection_t{};
+    peer_.sockaddr = addr.sockaddr;
+    peer_.socklen = addr.socklen;
+    peer_.name = &addr.name;
+    peer_.get = ngx_event_get_peer;
+    peer_.log = log_;
+    peer_.log_error = NGX_ERROR_ERR;
+
+    reader_ = redisReaderCreate();
+    if (reader_ == nullptr) {
+        fail("cannot allocate a reply reader", 0);
+        return;
+    }
+
+    ngx_int_t rc = ngx_event_connect_peer(&peer_);
+    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
+        conn_ = peer_.connection;
+        fail("connect() failed", ngx_socket_errno);
+        return;
+    }
+
+    conn_ = peer_.connection;
+    conn_->data = this;
+    conn_->read->handler = on_read;
+    conn_->write->handler = on_write;
+    conn_->log = log_;
+    conn_->read->log = log_;
+    conn_->write->log = log_;
+    conn_->pool = nullptr;
+    state_ = State::connecting;
+
+    if (!handshake()) {
+        fail("cannot queue the handshake", 0);
+        return;
+    }
+
+    if (rc == NGX_AGAIN) {
+        ngx_add_timer(conn_->write, timeout_);
+        return;
+    }
+    connected();
+}
+
+// AUTH and SELECT go first on every new connection, pipelined with whatever
+// was queued meanwhile; a failure of either closes the connection.
+bool Connection::handshake() noexcept
+{
+    char* cmd = nullptr;
+    int len;
+    if (server_.db != 0) {
+        char db[NGX_INT_T_LEN];
+        size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", server_.db) - reinterpret_cast<u_char*>(db));
+        const char* argv[] = {"SELECT", db};
+        const size_t lens[] = {6, db_len};
+        len = redisFormatCommandArgv(&cmd, 2, argv, lens);
+        bool ok = len > 0 && enqueue(cmd, static_cast<size_t>(len), on_handshake_reply, this, true);
+        redisFreeCommand(cmd);
+        if (!ok) {
+            return false;
+        }
+    }
+    if (server_.password.len) {
+        const char* argv[3] = {"AUTH"};
+        size_t lens[3] = {4};
+        int argc = 1;
+        if (server_.username.len) {
+            argv[argc] = reinterpret_cast<const char*>(server_.username.data);
+            lens[argc++] = server_.username.len;
+        }
+        argv[argc] = reinterpret_cast<const char*>(server_.password.data);
+        lens[argc++] = server_.password.len;
+        len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+        bool ok = len > 0 && enqueue(cmd, static_cast<size_t>(len), on_handshake_reply, this, true);
+        redisFreeCommand(cmd);
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void Connection::on_handshake_reply(void* data, redisReply* reply)
+{
+    auto* self = static_cast<Connection*>(data);
+    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
+        ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the handshake: %s",
+                      &self->server_.name, reply->str);
+        self->fail(nullptr, 0);
+    }
+}
+
+void Connection::connected() noexcept
+{
+    if (conn_->write->timer_set) {
+        ngx_del_timer(conn_->write);
+    }
+    state_ = State::up;
+    if (backoff_ != 0) {
+        ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis %V is reachable again", &server_.name);
+    }
+    backoff_ = 0;
+    flush();
+}
+
+void Connection::fail(const char* why, ngx_err_t err) noexcept
+{
+    if (dispatching_ > 0) {
+        // A reply handler is running with pointers into our queue: close
+        // once it returns.
+        if (deferred_failure_ == nullptr) {
+            deferred_failure_ = why ? why : "closed";
+        }
+        return;
+    }
+    if (why != nullptr && (state_ != State::down || backoff_ == 0)) {
+        ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V: %s", &server_.name, why);
+    }
+    if (conn_ != nullptr) {
+        ngx_close_connection(conn_);
+        conn_ = nullptr;
+    }
+    if (reader_ != nullptr) {
+        redisReaderFree(reader_);
+        reader_ = nullptr;
+    }
+    state_ = State::down;
+    out_pos_ = out_len_ = 0;
+
+    if (why != nullptr) {
+        backoff_ = backoff_ ? ngx_min(backoff_ * 2, max_backoff) : first_backoff;
+        retry_at_ = ngx_current_msec + backoff_;
+    }
+
+    // Every command in flight gets "no reply"; handlers may queue again.
+    Pending* p = head_;
+    head_ = tail_ = nullptr;
+    while (p != nullptr) {
+        Pending* next = p->next;
+        ReplyHandler handler = p->handler;
+        void* data = p->data;
+        p->next = free_;
+        free_ = p;
+        if (handler != nullptr && handler != on_handshake_reply) {
+            handler(data, nullptr);
+        }
+        p = next;
+    }
+}
+
+void Connection::on_retry(ngx_event_t* ev)
+{
+    auto* self = static_cast<Connection*>(ev->data);
+    if (self->state_ == State::down && self->head_ != nullptr) {
+        self->connect();
+    }
+}
+
+// -------------------------------------------------------------- the wire
+
+void Connection::on_write(ngx_event_t* ev)
+{
+    auto* c = static_cast<ngx_connection_t*>(ev->data);
+    auto* self = static_cast<Connection*>(c->data);
+
+    if (self->state_ == State::connecting) {
+        if (ev->timedout) {
+            self->fail("connect timed out", NGX_ETIMEDOUT);
+            return;
+        }
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1) {
+            err = ngx_socket_errno;
+        }
+        if (err) {
+            self->fail("connect() failed", err);
+            return;
+        }
+        self->connected();
+        return;
+    }
+    self->flush();
+}
+
+void Connection::flush() noexcept
+{
+    while (out_pos_ < out_len_) {
+        ssize_t n = conn_->send(conn_, reinterpret_cast<u_char*>(out_ + out_pos_), out_len_ - out_pos_);
+        if (n == NGX_AGAIN) {
+            break;
+        }
+        if (n == NGX_ERROR || n <= 0) {
+            fail("send() failed", ngx_socket_errno);
+            return;
+        }
+        out_pos_ += static_cast<size_t>(n);
+    }
+    if (out_pos_ == out_len_) {
+        out_pos_ = out_len_ = 0;
+    }
+    if (ngx_handle_write_event(conn_->write, 0) != NGX_OK) {
+        fail("cannot watch the socket", 0);
+        return;
+    }
+    arm_reply_timer();
+}
+
+// The read timer runs while replies are owed: a Redis that stops answering
+// is dropped after timeout_, failing what waits on it, and reconnected.
+void Connection::arm_reply_timer() noexcept
+{
+    if (conn_ == nullptr) {
+        return;
+    }
+    if (head_ == nullptr) {
+        if (conn_->read->timer_set) {
+            ngx_del_timer(conn_->read);
+        }
+    } else if (!conn_->read->timer_set) {
+        ngx_add_timer(conn_->read, timeout_);
+    }
+}
+
+void Connection::on_read(ngx_event_t* ev)
+{
+    auto* c = static_cast<ngx_connection_t*>(ev->data);
+    auto* self = static_cast<Connection*>(c->data);
+    if (ev->timedout) {
+        ev->timedout = 0;
+        self->fail("no reply within idempotency_redis_timeout", NGX_ETIMEDOUT);
+        return;
+    }
+    self->read();
+}
+
+void Connection::read() noexcept
+{
+    char buf[read_chunk];
+    for (;;) {
+        ssize_t n = conn_->recv(conn_, reinterpret_cast<u_char*>(buf), sizeof(buf));
+        if (n == NGX_AGAIN) {
+            break;
+        }
+        if (n == 0) {
+            fail("connection closed by Redis", 0);
+            return;
+        }
+        if (n < 0) {
+            fail("recv() failed", ngx_socket_errno);
+            return;
+        }
+        if (redisReaderFeed(reader_, buf, static_cast<size_t>(n)) != REDIS_OK) {
+            fail("cannot buffer the reply", 0);
+            return;
+        }
+        if (conn_->read->timer_set) {
+            ngx_del_timer(conn_->read);  // progress: the timeout starts again
+        }
+
+        for (;;) {
+            void* reply = nullptr;
+            if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+                fail("malformed reply", 0);
+                return;
+            }
+            if (reply == nullptr) {
+                break;
+            }
+            Pending* p = head_;
+            if (p == nullptr) {
+                freeReplyObject(reply);
+                fail("reply to no command", 0);
+                return;
+            }
+            head_ = p->next;
+            if (head_ == nullptr) {
+                tail_ = nullptr;
+            }
+            ReplyHandler handler = p->handler;
+            void* data = p->data;
+            p->next = free_;
+            free_ = p;
+
+            dispatching_++;
+            if (handler != nullptr) {
+                handler(data, static_cast<redisReply*>(reply));
+            }
+            dispatching_--;
+            freeReplyObject(reply);
+
+            if (deferred_failure_ != nullptr) {
+                const char* why = deferred_failure_;
+                deferred_failure_ = nullptr;
+                fail(why, 0);
+                return;
+            }
+        }
+        if (out_len_ > out_pos_) {
+            flush();  // handlers queued commands
+            if (conn_ == nullptr) {
+                return;
+            }
+        }
+    }
+    if (ngx_handle_read_event(conn_->read, 0) != NGX_OK) {
+        fail("cannot watch the socket", 0);
+        return;
+    }
+    arm_reply_timer();
+}
+
+}  // namespace idem::redis

@@ -1,0 +1,92 @@
+// redis/connection.hpp — one non-blocking connection from a worker to one
+// Redis server, on nginx's event loop. Commands from all requests are
+// pipelined on it; replies are matched to commands in order. hiredis is used
+// only to format commands and parse replies, never for I/O.
+// Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
+// connect and reply timeouts. Knows nothing of requests or records.
+#pragma once
+
+#include "../ngx.hpp"
+
+struct redisReader;
+struct redisReply;
+
+namespace idem {
+struct RedisServer;
+}
+
+namespace idem::redis {
+
+// Called once per command: with its reply, or with nullptr when no reply
+// will come (connection lost, timed out, worker exiting).
+using ReplyHandler = void (*)(void* data, redisReply* reply);
+
+struct Pending {
+    Pending* next;
+    ReplyHandler handler;
+    void* data;
+};
+
+class Connection {
+public:
+    Connection(const RedisServer& server, ngx_log_t* log) noexcept;
+    ~Connection();
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    // Queues a command. Returns false, without calling `handler`, when the
+    // server is down and the backoff has not elapsed yet — unless
+    // `queue_while_down`, in which case the command waits for the next
+    // connection (used for releases that must not be lost).
+    bool command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
+                 void* data, bool queue_while_down = false) noexcept;
+
+    // How long a reply may keep us waiting before the connection is
+    // considered dead; the shortest idempotency_redis_timeout of its users.
+    void set_timeout(ngx_msec_t timeout) noexcept;
+
+    bool up() const noexcept { return state_ == State::up; }
+
+private:
+    enum class State { down, connecting, up };
+
+    void connect() noexcept;
+    void connected() noexcept;
+    void fail(const char* why, ngx_err_t err) noexcept;
+    void flush() noexcept;
+    void read() noexcept;
+    void arm_reply_timer() noexcept;
+    bool append(const char* data, size_t size) noexcept;
+    bool enqueue(const char* cmd, size_t size, ReplyHandler handler, void* data, bool front) noexcept;
+    bool handshake() noexcept;
+
+    static void on_read(ngx_event_t* ev);
+    static void on_write(ngx_event_t* ev);
+    static void on_retry(ngx_event_t* ev);
+    static void on_handshake_reply(void* data, redisReply* reply);
+
+    const RedisServer& server_;
+    ngx_log_t* log_;
+    State state_ = State::down;
+    ngx_peer_connection_t peer_{};
+    ngx_connection_t* conn_ = nullptr;
+    redisReader* reader_ = nullptr;
+
+    char* out_ = nullptr;  // formatted commands not yet written
+    size_t out_pos_ = 0;
+    size_t out_len_ = 0;
+    size_t out_cap_ = 0;
+
+    Pending* head_ = nullptr;  // awaiting replies, oldest first
+    Pending* tail_ = nullptr;
+    Pending* free_ = nullptr;
+
+    ngx_msec_t timeout_ = 0;  // unset until the first user sets it
+    ngx_msec_t backoff_ = 0;
+    ngx_msec_t retry_at_ = 0;
+    ngx_event_t retry_event_{};
+    int dispatching_ = 0;     // inside reply handlers: defer failures
+    const char* deferred_failure_ = nullptr;
+};
+
+}  // namespace idem::redis

@@ -1,0 +1,46 @@
+// store.hpp — where claims and responses live. The access and capture code
+// speak only to this interface; redis/redis_store.* implements it over
+// Redis. Every operation touches exactly one key and never blocks.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "outcome.hpp"
+
+namespace idem {
+
+// An operation in flight, owned by the store.
+struct PendingOp;
+
+struct ClaimResult {
+    Decision decision;
+    std::string_view stored;  // the record found under the key; valid during the callback only
+};
+
+using ClaimCallback = void (*)(void* data, const ClaimResult& result);
+
+class Store {
+public:
+    virtual ~Store() = default;
+
+    // Claims `key` with the claim record `claim` for lock_ttl_ms, or reads
+    // what is already there, in one round trip. Returns nullptr when the
+    // store cannot be reached now (the caller answers at once); otherwise
+    // `callback` runs exactly once, unless the operation is abandoned.
+    virtual PendingOp* claim(std::string_view key, std::string_view claim,
+                             const Digest& fingerprint, std::uint64_t lock_ttl_ms,
+                             ClaimCallback callback, void* data) noexcept = 0;
+
+    // The caller stops waiting (timeout, request gone): the callback is not
+    // run, and a claim that turns out to have been granted is released.
+    virtual void abandon(PendingOp* op) noexcept = 0;
+
+    // Fenced by the claim record: only its holder stores or releases.
+    // Fire and forget: the outcome is logged, the request is not needed.
+    virtual void complete(std::string_view key, std::string_view claim,
+                          std::string_view record, std::uint64_t ttl_ms) noexcept = 0;
+    virtual void release(std::string_view key, std::string_view claim) noexcept = 0;
+};
+
+}  // namespace idem

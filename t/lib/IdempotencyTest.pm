@@ -1,0 +1,463 @@
+# IdempotencyTest.pm — per-test-file fixtures for the t/*.t suite:
+# a private redis-server and a private scripts/upstream.pl, both on free
+# loopback ports, plus small helpers to talk to them.
+#
+# Usage (at the top of a Test::Nginx::Socket file; this module does not
+# depend on Test::Nginx):
+#
+#     use lib 't/lib';
+#     use IdempotencyTest;             # starts Redis + upstream right here
+#     use Test::Nginx::Socket 'no_plan';
+#
+# `use IdempotencyTest;` starts the fixtures at import time (once per
+# process; not under `perl -c`) and exports the functions below. To load it
+# without starting anything, write `use IdempotencyTest ();` and call
+# IdempotencyTest::start() yourself. start() is idempotent.
+#
+# Environment set for the nginx configs:
+#   TEST_NGINX_REDIS_PORT     the test Redis port (127.0.0.1)
+#   TEST_NGINX_UPSTREAM_PORT  the upstream.pl port (127.0.0.1)
+#   TEST_NGINX_MODULE         <repo>/build/ngx_http_idempotency_module.so,
+#                             unless already set
+#   TEST_NGINX_REPO           the repository root
+# Honoured: TEST_REDIS_SERVER (redis-server binary; default: from PATH).
+#
+# Exported functions:
+#   redis_command(@args)      one command to the test Redis; returns the
+#                             reply: scalar (status/int/bulk), undef (nil),
+#                             arrayref (array). An error reply dies with
+#                             "redis error: ..."; errors nested in arrays are
+#                             IdempotencyTest::RedisError objects.
+#   upstream_count($path)     executions of $path so far (integer)
+#   upstream_log()            upstream stdout so far ("execution N ..." lines)
+#   wait_until($code, $secs)  polls $code (default 10 s) with a small backoff;
+#                             returns its first true value, or false on timeout
+#   redis_port(), upstream_port(), redis_pid()
+#   stop_redis([$signal])     stops Redis (default TERM; e.g. 'KILL'), waits
+#   start_redis()             (re)starts Redis on the same port, waits for PING
+#   start()                   see above
+#
+# Cleanup: an END block (and INT/TERM/HUP handlers) stops the processes this
+# module started, by pid, and removes its temp dir. A watchdog process does
+# the same if the test process dies without running END (e.g. SIGKILL).
+
+package IdempotencyTest;
+
+use strict;
+use warnings;
+
+use Cwd qw(abs_path);
+use Errno qw(EINTR);
+use File::Basename qw(dirname);
+use File::Path qw(make_path remove_tree);
+use File::Spec;
+use File::Temp qw(tempdir);
+use IO::Handle;
+use IO::Select;
+use IO::Socket::INET;
+use POSIX qw(WNOHANG _exit);
+use Time::HiRes qw(time sleep);
+
+use Exporter ();
+our @ISA    = ('Exporter');
+our @EXPORT = qw(
+    redis_command upstream_count upstream_log wait_until
+    redis_port upstream_port redis_pid stop_redis start_redis
+);
+our @EXPORT_OK = qw(start);
+
+use constant {
+    STARTUP_TIMEOUT => 10,    # seconds for a fixture to answer
+    IO_TIMEOUT      => 10,    # seconds for one Redis / HTTP exchange
+    STOP_TIMEOUT    => 5,     # seconds between TERM and KILL
+};
+
+my $REPO = abs_path(File::Spec->catdir(dirname(abs_path(__FILE__)), '..', '..'));
+my $UPSTREAM_SCRIPT = "$REPO/scripts/upstream.pl";
+
+my ($owner_pid, $tmpdir);
+my ($redis_port, $redis_pid);
+my ($upstream_port, $upstream_pid);
+my ($watchdog_pid, $watchdog_fh);
+my %ports_taken;
+
+sub import {
+    my ($class, @args) = @_;
+    start() unless $^C;
+    $class->export_to_level(1, $class, @args);
+}
+
+# ---------------------------------------------------------------- startup
+
+sub start {
+    return if $owner_pid && $owner_pid == $$;
+    $owner_pid = $$;
+    $tmpdir = tempdir('idempotency-test-XXXXXX', TMPDIR => 1);
+
+    $ENV{TEST_NGINX_REPO}   = $REPO;
+    $ENV{TEST_NGINX_MODULE} //= "$REPO/build/ngx_http_idempotency_module.so";
+
+    install_signal_handlers();
+    start_watchdog();
+    start_redis();
+    start_upstream();
+    return 1;
+}
+
+# A free loopback port: bind 127.0.0.1:0, read the port, close.
+# Never hands out the same port twice in one process.
+sub free_port {
+    for (1 .. 50) {
+        my $sock = IO::Socket::INET->new(
+            LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp', Listen => 1,
+        ) or die "IdempotencyTest: cannot bind 127.0.0.1:0: $!\n";
+        my $port = $sock->sockport;
+        close $sock;
+        next if $ports_taken{$port}++;
+        return $port;
+    }
+    die "IdempotencyTest: no free port found\n";
+}
+
+# fork + exec @cmd with stdout/stderr appended to $log; returns the pid.
+sub spawn {
+    my ($log, @cmd) = @_;
+    my $pid = fork;
+    die "IdempotencyTest: fork: $!\n" unless defined $pid;
+    if ($pid == 0) {
+        $SIG{$_} = 'DEFAULT' for qw(INT TERM HUP);
+        open STDIN, '<', File::Spec->devnull;
+        open STDOUT, '>>', $log or _exit(127);
+        open STDERR, '>&', \*STDOUT or _exit(127);
+        exec { $cmd[0] } @cmd or do {
+            print STDERR "IdempotencyTest: exec $cmd[0]: $!\n";
+            _exit(127);
+        };
+    }
+    tell_watchdog("pid $pid");
+    return $pid;
+}
+
+# True while $pid (our child) runs; reaps it once it has exited.
+sub alive {
+    my ($pid) = @_;
+    return 0 unless $pid;
+    return waitpid($pid, WNOHANG) == 0;
+}
+
+# Sends $signal, waits up to STOP_TIMEOUT, then KILLs; always reaps.
+sub stop_pid {
+    my ($pid, $signal) = @_;
+    return unless $pid;
+    tell_watchdog("forget $pid");
+    if (alive($pid)) {
+        kill $signal // 'TERM', $pid;
+        my $deadline = time + STOP_TIMEOUT;
+        sleep 0.02 while alive($pid) && time < $deadline;
+        if (alive($pid)) {
+            kill 'KILL', $pid;
+            waitpid($pid, 0);
+        }
+    }
+}
+
+sub log_tail {
+    my ($file) = @_;
+    open my $fh, '<', $file or return '';
+    my @lines = <$fh>;
+    return join '', grep { defined } @lines[-10 .. -1];
+}
+
+sub find_redis_server {
+    my $bin = $ENV{TEST_REDIS_SERVER} // 'redis-server';
+    return $bin if $bin =~ m{/} ? -x $bin : grep { -x "$_/$bin" } File::Spec->path;
+    die "IdempotencyTest: redis-server not found (set TEST_REDIS_SERVER or PATH)\n";
+}
+
+# Starts Redis: on a fresh free port the first time, on the same port after.
+sub start_redis {
+    die "IdempotencyTest: start() has not run\n" unless $owner_pid;
+    die "IdempotencyTest: redis already running (pid $redis_pid)\n" if alive($redis_pid);
+    my $bin = find_redis_server();
+    my $dir = "$tmpdir/redis";
+    make_path($dir);
+    my $fixed_port = defined $redis_port;
+    my $log = "$tmpdir/redis.log";
+
+    for my $attempt (1 .. 3) {
+        $redis_port = free_port() unless $fixed_port;
+        $ENV{TEST_NGINX_REDIS_PORT} = $redis_port;
+        $redis_pid = spawn($log, $bin,
+            '--bind', '127.0.0.1', '--port', $redis_port,
+            '--save', '', '--appendonly', 'no', '--dir', $dir,
+            '--daemonize', 'no');
+        my $up = wait_until(sub {
+            return 'dead' unless alive($redis_pid);
+            my $pong = eval { redis_command('PING') };
+            return defined $pong && $pong eq 'PONG' ? 'up' : 0;
+        }, STARTUP_TIMEOUT) || 'timeout';
+        return $redis_pid if $up eq 'up';
+        stop_pid($redis_pid);
+        $redis_pid = undef;
+        # A port lost to a race is retried with a new one (or, when pinned,
+        # the same one shortly after); a timeout is not retried.
+        last if $up eq 'timeout';
+        sleep 0.2;
+    }
+    die "IdempotencyTest: redis-server did not start on 127.0.0.1:$redis_port\n"
+        . log_tail($log);
+}
+
+sub stop_redis {
+    my ($signal) = @_;
+    stop_pid($redis_pid, $signal);
+    $redis_pid = undef;
+    return 1;
+}
+
+sub start_upstream {
+    my $log = "$tmpdir/upstream.log";
+    my $state = "$tmpdir/upstream-state";
+    make_path($state);
+    for my $attempt (1 .. 3) {
+        $upstream_port = free_port();
+        $ENV{TEST_NGINX_UPSTREAM_PORT} = $upstream_port;
+        $upstream_pid = spawn($log, $^X, $UPSTREAM_SCRIPT,
+            '--listen', "127.0.0.1:$upstream_port", '--state-dir', $state);
+        my $up = wait_until(sub {
+            return 'dead' unless alive($upstream_pid);
+            my ($status, $body) = eval { http_get('/_health') };
+            return defined $status && $status == 200 && $body eq 'ok' ? 'up' : 0;
+        }, STARTUP_TIMEOUT) || 'timeout';
+        return $upstream_pid if $up eq 'up';
+        stop_pid($upstream_pid);
+        $upstream_pid = undef;
+        last if $up eq 'timeout';
+    }
+    die "IdempotencyTest: upstream.pl did not start on 127.0.0.1:$upstream_port\n"
+        . log_tail($log);
+}
+
+# ---------------------------------------------------------------- accessors
+
+sub redis_port    { $redis_port }
+sub upstream_port { $upstream_port }
+sub redis_pid     { alive($redis_pid) ? $redis_pid : undef }
+
+sub upstream_log {
+    open my $fh, '<', "$tmpdir/upstream.log" or return '';
+    local $/;
+    return scalar <$fh>;
+}
+
+# ---------------------------------------------------------------- polling
+
+sub wait_until {
+    my ($code, $timeout) = @_;
+    $timeout //= 10;
+    my $deadline = time + $timeout;
+    my $delay = 0.01;
+    while (1) {
+        my $result = $code->();
+        return $result if $result;
+        my $left = $deadline - time;
+        return 0 if $left <= 0;
+        sleep($delay < $left ? $delay : $left);
+        $delay *= 2 if $delay < 0.25;
+    }
+}
+
+# ---------------------------------------------------------------- I/O
+
+# Reads from $sock into $$buf until $done->() is true; dies on EOF/timeout.
+sub read_until {
+    my ($sock, $buf, $done, $what) = @_;
+    my $sel = IO::Select->new($sock);
+    my $deadline = time + IO_TIMEOUT;
+    until ($done->()) {
+        my $left = $deadline - time;
+        die "$what: timeout\n" if $left <= 0;
+        next unless $sel->can_read($left);
+        my $n = sysread($sock, $$buf, 65536, length $$buf);
+        next if !defined $n && $! == EINTR;
+        die "$what: connection closed\n" unless $n;
+    }
+}
+
+sub redis_command {
+    my @args = @_;
+    die "redis_command: no command\n" unless @args;
+    my $sock = IO::Socket::INET->new(
+        PeerAddr => '127.0.0.1', PeerPort => $redis_port, Proto => 'tcp',
+        Timeout => IO_TIMEOUT,
+    ) or die "redis_command: cannot connect to 127.0.0.1:$redis_port: $!\n";
+    my $req = '*' . @args . "\r\n";
+    $req .= '$' . length($_) . "\r\n$_\r\n" for map { defined $_ ? "$_" : '' } @args;
+    $sock->autoflush(1);
+    print {$sock} $req or die "redis_command: write: $!\n";
+
+    my $buf = '';
+    my $reply = parse_resp($sock, \$buf);
+    close $sock;
+    die "redis error: $reply->{message}\n" if ref $reply eq 'IdempotencyTest::RedisError';
+    return $reply;
+}
+
+sub parse_resp {
+    my ($sock, $buf, $depth) = @_;
+    die "redis_command: reply nested too deep\n" if ($depth //= 0) > 32;
+    read_until($sock, $buf, sub { index($$buf, "\r\n") >= 0 }, 'redis_command');
+    my $line = substr($$buf, 0, index($$buf, "\r\n") + 2, '');
+    my ($type, $rest) = (substr($line, 0, 1), substr($line, 1, -2));
+    return $rest if $type eq '+';
+    return $rest + 0 if $type eq ':';
+    return IdempotencyTest::RedisError->new($rest) if $type eq '-';
+    if ($type eq '$') {
+        return undef if $rest < 0;
+        read_until($sock, $buf, sub { length $$buf >= $rest + 2 }, 'redis_command');
+        my $data = substr($$buf, 0, $rest + 2, '');
+        return substr($data, 0, $rest);
+    }
+    if ($type eq '*') {
+        return undef if $rest < 0;
+        return [ map { parse_resp($sock, $buf, $depth + 1) } 1 .. $rest ];
+    }
+    die "redis_command: unexpected reply type '$type'\n";
+}
+
+# GET $path from the upstream; returns (status, body).
+sub http_get {
+    my ($path) = @_;
+    my $sock = IO::Socket::INET->new(
+        PeerAddr => '127.0.0.1', PeerPort => $upstream_port, Proto => 'tcp',
+        Timeout => IO_TIMEOUT,
+    ) or die "http_get: cannot connect to 127.0.0.1:$upstream_port: $!\n";
+    $sock->autoflush(1);
+    print {$sock} "GET $path HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    my $buf = '';
+    my $eof = 0;
+    my $sel = IO::Select->new($sock);
+    my $deadline = time + IO_TIMEOUT;
+    until ($eof) {
+        my $left = $deadline - time;
+        die "http_get: timeout\n" if $left <= 0;
+        next unless $sel->can_read($left);
+        my $n = sysread($sock, $buf, 65536, length $buf);
+        next if !defined $n && $! == EINTR;
+        $eof = 1 unless $n;
+    }
+    close $sock;
+    my ($status, $body) = $buf =~ m{\AHTTP/1\.[01] (\d{3})[^\n]*\n.*?\r?\n\r?\n(.*)\z}s
+        or die "http_get: malformed response\n";
+    return ($status, $body);
+}
+
+sub upstream_count {
+    my ($path) = @_;
+    $path = "/$path" unless $path =~ m{^/};
+    my ($status, $body) = http_get("/_count$path");
+    die "upstream_count: status $status\n" unless $status == 200;
+    return $body + 0;
+}
+
+# ---------------------------------------------------------------- watchdog
+
+# A forked process that holds the read end of a pipe only we write to. If we
+# die without cleaning up, it sees EOF and stops the pids we told it about.
+sub start_watchdog {
+    pipe(my $reader, my $writer) or die "IdempotencyTest: pipe: $!\n";
+    my $pid = fork;
+    die "IdempotencyTest: fork: $!\n" unless defined $pid;
+    if ($pid == 0) {
+        close $writer;
+        $0 = 'IdempotencyTest watchdog';
+        $SIG{$_} = 'IGNORE' for qw(INT HUP);
+        $SIG{TERM} = 'DEFAULT';
+        my %pids;
+        while (defined(my $line = <$reader>)) {
+            if    ($line =~ /^pid (\d+)/)    { $pids{$1} = 1 }
+            elsif ($line =~ /^forget (\d+)/) { delete $pids{$1} }
+            elsif ($line =~ /^quit/)         { _exit(0) }
+        }
+        # EOF without "quit": our creator is gone.
+        # They are not our children, so we cannot reap them; a zombie (until
+        # init reaps it) counts as gone.
+        my $running = sub {
+            my ($pid) = @_;
+            return 0 unless kill 0, $pid;
+            open my $fh, '<', "/proc/$pid/stat" or return 1;
+            return (<$fh> // '') !~ /\) Z /;
+        };
+        my @pids = keys %pids;
+        kill 'TERM', @pids if @pids;
+        my $deadline = time + STOP_TIMEOUT;
+        while (time < $deadline && grep { $running->($_) } @pids) { sleep 0.05 }
+        @pids = grep { $running->($_) } @pids;
+        kill 'KILL', @pids if @pids;
+        remove_tree($tmpdir) if defined $tmpdir;
+        _exit(0);
+    }
+    close $reader;
+    $writer->autoflush(1);
+    ($watchdog_pid, $watchdog_fh) = ($pid, $writer);
+}
+
+sub tell_watchdog {
+    my ($msg) = @_;
+    return unless $watchdog_fh && $owner_pid && $$ == $owner_pid;
+    local $SIG{PIPE} = 'IGNORE';
+    print {$watchdog_fh} "$msg\n";
+}
+
+# ---------------------------------------------------------------- cleanup
+
+my $cleaned = 0;
+
+sub cleanup {
+    return if $cleaned || !$owner_pid || $$ != $owner_pid;
+    $cleaned = 1;
+    local ($?, $!, $@);
+    # Retire the watchdog first so it never signals pids we have reaped.
+    if ($watchdog_pid) {
+        tell_watchdog('quit');
+        close $watchdog_fh;
+        my $deadline = time + STOP_TIMEOUT;
+        sleep 0.01 while alive($watchdog_pid) && time < $deadline;
+        if (alive($watchdog_pid)) { kill 'KILL', $watchdog_pid; waitpid($watchdog_pid, 0) }
+        $watchdog_pid = $watchdog_fh = undef;
+    }
+    stop_pid($upstream_pid);
+    stop_pid($redis_pid);
+    $upstream_pid = $redis_pid = undef;
+    remove_tree($tmpdir) if defined $tmpdir && -d $tmpdir;
+}
+
+sub install_signal_handlers {
+    my %signo = (INT => 2, HUP => 1, TERM => 15);
+    for my $sig (keys %signo) {
+        my $previous = $SIG{$sig};
+        $SIG{$sig} = sub {
+            if (!$owner_pid || $$ != $owner_pid) {   # a forked copy of us
+                $SIG{$sig} = 'DEFAULT';
+                kill $sig, $$;
+                return;
+            }
+            cleanup();
+            $previous->(@_) if ref $previous eq 'CODE';
+            exit(128 + $signo{$sig});                # runs other END blocks
+        };
+    }
+}
+
+END { cleanup() }
+
+# ---------------------------------------------------------------- errors
+
+package IdempotencyTest::RedisError;
+
+use overload '""' => sub { "redis error: $_[0]{message}" }, fallback => 1;
+
+sub new     { my ($class, $message) = @_; bless { message => $message }, $class }
+sub message { $_[0]{message} }
+
+1;

@@ -1,0 +1,306 @@
+// test_record.cpp — the record codec: exact byte layout, round trips for
+// every kind, and refusal of anything that is not exactly a valid record.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "record.hpp"
+
+namespace {
+
+using idem::Digest;
+using idem::Header;
+using idem::Record;
+using idem::RecordKind;
+
+Digest digest_of(std::uint8_t first)
+{
+    Digest digest;
+    for (std::size_t i = 0; i < digest.size(); ++i) {
+        digest[i] = static_cast<std::uint8_t>(first + i);
+    }
+    return digest;
+}
+
+std::string claim(const Digest& fp, std::string_view token)
+{
+    std::string out(idem::claim_size(token), '?');
+    EXPECT_EQ(idem::encode_claim(fp, token, out.data()), out.size());
+    return out;
+}
+
+std::string response(const Digest& fp, std::uint16_t status,
+                     const std::vector<Header>& headers, std::string_view body)
+{
+    std::string out(idem::response_size(headers.data(), headers.size(), body.size()), '?');
+    char* body_at = idem::encode_response_head(out.data(), fp, status, headers.data(),
+                                               headers.size(), body.size());
+    EXPECT_NE(body_at, nullptr);
+    if (body_at == nullptr) {
+        return {};
+    }
+    EXPECT_EQ(static_cast<std::size_t>(out.data() + out.size() - body_at), body.size());
+    body.copy(body_at, body.size());
+    return out;
+}
+
+std::string unreplayable(const Digest& fp, std::uint16_t status)
+{
+    std::string out(idem::unreplayable_size, '?');
+    EXPECT_EQ(idem::encode_unreplayable(fp, status, out.data()), out.size());
+    return out;
+}
+
+std::string prefix(char kind, char fp_byte)
+{
+    return std::string("IDM\x01", 4) + kind + std::string(32, fp_byte);
+}
+
+std::vector<Header> read_headers(const Record& record)
+{
+    std::vector<Header> headers;
+    idem::HeaderReader reader(record);
+    Header header;
+    while (reader.next(header)) {
+        headers.push_back(header);
+    }
+    return headers;
+}
+
+void expect_refused(std::string_view bytes, const char* why)
+{
+    EXPECT_FALSE(idem::decode_record(bytes).has_value()) << why;
+}
+
+void expect_every_truncation_refused(const std::string& bytes)
+{
+    ASSERT_TRUE(idem::decode_record(bytes).has_value());
+    for (std::size_t size = 0; size < bytes.size(); ++size) {
+        EXPECT_FALSE(idem::decode_record(std::string_view(bytes.data(), size)).has_value())
+            << "accepted a record truncated to " << size << " of " << bytes.size();
+    }
+}
+
+void expect_trailing_refused(const std::string& bytes)
+{
+    expect_refused(bytes + '\0', "trailing NUL");
+    expect_refused(bytes + 'x', "trailing byte");
+}
+
+TEST(RecordLayout, ClaimBytes)
+{
+    const Digest fp = digest_of(0x11);
+    std::string expected("IDM\x01\x01", 5);
+    expected.append(reinterpret_cast<const char*>(fp.data()), fp.size());
+    expected += "\x03tok";
+    EXPECT_EQ(claim(fp, "tok"), expected);
+}
+
+TEST(RecordLayout, ResponseBytesAreBigEndian)
+{
+    const std::vector<Header> headers = {{"A", "bc"}};
+    std::string expected = prefix('\x02', '\x00');
+    expected += std::string("\x01\x2c" "\x00\x01", 4);              // status 300, 1 header
+    expected += std::string("\x00\x01" "A" "\x00\x00\x00\x02" "bc", 9);
+    expected += std::string("\x00\x00\x00\x01" "z", 5);
+    EXPECT_EQ(response(Digest{}, 300, headers, "z"), expected);
+}
+
+TEST(RecordLayout, UnreplayableBytes)
+{
+    EXPECT_EQ(unreplayable(Digest{}, 0x1234), prefix('\x03', '\x00') + "\x12\x34");
+    EXPECT_EQ(idem::unreplayable_size, 39u);
+}
+
+TEST(RecordRoundTrip, Claim)
+{
+    const Digest fp = digest_of(7);
+    for (std::string token : {std::string("t"), std::string(""), std::string(255, 'x'),
+                              std::string("a\0b", 3)}) {
+        const std::string bytes = claim(fp, token);
+        const std::optional<Record> record = idem::decode_record(bytes);
+        ASSERT_TRUE(record.has_value());
+        EXPECT_EQ(record->kind, RecordKind::claim);
+        EXPECT_EQ(record->fingerprint, fp);
+        EXPECT_EQ(record->token, token);
+        expect_every_truncation_refused(bytes);
+        expect_trailing_refused(bytes);
+    }
+}
+
+TEST(RecordRoundTrip, ClaimTokenTooLong)
+{
+    const std::string token(256, 'x');
+    char out[1];
+    EXPECT_EQ(idem::claim_size(token), 0u);
+    EXPECT_EQ(idem::encode_claim(Digest{}, token, out), 0u);
+}
+
+TEST(RecordRoundTrip, ResponseWithBinaryBodyAndRepeatedHeaders)
+{
+    const Digest fp = digest_of(0xf0);
+    const std::string body("\0\x01\xff\r\n\0body\0", 12);
+    const std::vector<Header> headers = {
+        {"Content-Type", "application/octet-stream"},
+        {"Set-Cookie", "a=1"},
+        {"X-Empty", ""},
+        {"Set-Cookie", "b=2"},
+        {"Set-Cookie", std::string_view("c=\0", 3)},
+    };
+    const std::string bytes = response(fp, 201, headers, body);
+    const std::optional<Record> record = idem::decode_record(bytes);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->kind, RecordKind::response);
+    EXPECT_EQ(record->fingerprint, fp);
+    EXPECT_EQ(record->status, 201);
+    EXPECT_EQ(record->header_count, headers.size());
+    EXPECT_EQ(record->body, body);
+
+    const std::vector<Header> decoded = read_headers(*record);
+    ASSERT_EQ(decoded.size(), headers.size());
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+        EXPECT_EQ(decoded[i].name, headers[i].name) << i;
+        EXPECT_EQ(decoded[i].value, headers[i].value) << i;
+    }
+    expect_every_truncation_refused(bytes);
+    expect_trailing_refused(bytes);
+}
+
+TEST(RecordRoundTrip, ResponseEmptyBodyNoHeaders)
+{
+    const std::string bytes = response(Digest{}, 204, {}, "");
+    const std::optional<Record> record = idem::decode_record(bytes);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->status, 204);
+    EXPECT_EQ(record->header_count, 0);
+    EXPECT_TRUE(record->body.empty());
+    EXPECT_TRUE(read_headers(*record).empty());
+    expect_every_truncation_refused(bytes);
+    expect_trailing_refused(bytes);
+}
+
+TEST(RecordRoundTrip, ResponseLengthsBeyondSixteenBits)
+{
+    const std::string value(70000, 'v');
+    std::string body(300000, '\0');
+    body[0] = 'a';
+    body.back() = 'z';
+    const std::string bytes = response(Digest{}, 200, {{"X-Big", value}}, body);
+    const std::optional<Record> record = idem::decode_record(bytes);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->body, body);
+    const std::vector<Header> decoded = read_headers(*record);
+    ASSERT_EQ(decoded.size(), 1u);
+    EXPECT_EQ(decoded[0].value, value);
+}
+
+TEST(RecordRoundTrip, ResponseTooLargeForLayout)
+{
+    char out[64];
+    const std::vector<Header> many(65536, Header{"a", "b"});
+    EXPECT_EQ(idem::response_size(many.data(), many.size(), 0), 0u);
+    EXPECT_EQ(idem::encode_response_head(out, Digest{}, 200, many.data(), many.size(), 0), nullptr);
+
+    const std::string long_name(65536, 'n');
+    const Header bad_name{long_name, ""};
+    EXPECT_EQ(idem::response_size(&bad_name, 1, 0), 0u);
+    EXPECT_EQ(idem::encode_response_head(out, Digest{}, 200, &bad_name, 1, 0), nullptr);
+
+    const std::size_t huge_body = std::size_t{1} << 32;
+    EXPECT_EQ(idem::response_size(nullptr, 0, huge_body), 0u);
+    EXPECT_EQ(idem::encode_response_head(out, Digest{}, 200, nullptr, 0, huge_body), nullptr);
+
+    const std::vector<Header> most(65535, Header{"a", "b"});
+    EXPECT_EQ(idem::response_size(most.data(), most.size(), 0), 5u + 32 + 8 + 65535u * 8);
+}
+
+TEST(RecordRoundTrip, Unreplayable)
+{
+    const Digest fp = digest_of(0x80);
+    const std::string bytes = unreplayable(fp, 200);
+    const std::optional<Record> record = idem::decode_record(bytes);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->kind, RecordKind::unreplayable);
+    EXPECT_EQ(record->fingerprint, fp);
+    EXPECT_EQ(record->status, 200);
+    expect_every_truncation_refused(bytes);
+    expect_trailing_refused(bytes);
+}
+
+TEST(RecordDecode, RefusesWrongMagicVersionOrKind)
+{
+    const std::string good = unreplayable(Digest{}, 200);
+    ASSERT_TRUE(idem::decode_record(good).has_value());
+
+    std::string bytes = good;
+    bytes[0] = 'i';
+    expect_refused(bytes, "magic");
+    bytes = good;
+    bytes[2] = 'X';
+    expect_refused(bytes, "magic");
+    for (char version : {'\x00', '\x02', '\xff'}) {
+        bytes = good;
+        bytes[3] = version;
+        expect_refused(bytes, "version");
+    }
+    for (char kind : {'\x00', '\x04', '\xff'}) {
+        bytes = good;
+        bytes[4] = kind;
+        expect_refused(bytes, "kind");
+    }
+    expect_refused("", "empty");
+    expect_refused("garbage", "garbage");
+}
+
+TEST(RecordDecode, RefusesKindThatDisagreesWithPayload)
+{
+    // An unreplayable payload relabelled as a claim or a response.
+    std::string bytes = unreplayable(Digest{}, 200);
+    bytes[4] = '\x01';
+    expect_refused(bytes, "claim with wrong token_len");
+    bytes[4] = '\x02';
+    expect_refused(bytes, "response without header_count");
+}
+
+TEST(RecordDecode, RefusesHeaderEntriesThatDoNotAddUp)
+{
+    const std::string entry("\x00\x01" "A" "\x00\x00\x00\x01" "b", 8);
+    const std::string no_body("\x00\x00\x00\x00", 4);
+
+    std::string one_entry = prefix('\x02', '\x00') + std::string("\x00\xc8\x00\x01", 4)
+                            + entry + no_body;
+    ASSERT_TRUE(idem::decode_record(one_entry).has_value());
+
+    expect_refused(prefix('\x02', '\x00') + std::string("\x00\xc8\x00\x02", 4) + entry + no_body,
+                   "count 2, one entry");
+    expect_refused(prefix('\x02', '\x00') + std::string("\x00\xc8\x00\x00", 4) + entry + no_body,
+                   "count 0, one entry");
+    expect_refused(prefix('\x02', '\x00') + std::string("\x00\xc8\x00\x01", 4) + entry + entry
+                       + no_body,
+                   "count 1, two entries");
+    expect_refused(prefix('\x02', '\x00') + std::string("\x00\xc8\xff\xff", 4) + entry + no_body,
+                   "count 65535, one entry");
+}
+
+TEST(RecordDecode, RefusesLengthsPointingPastTheEnd)
+{
+    expect_refused(prefix('\x01', '\x00') + "\x05" "abcd", "token_len past end");
+    expect_refused(prefix('\x02', '\x00') + std::string("\x00\xc8\x00\x00" "\xff\xff\xff\xff", 8),
+                   "body_len past end");
+    expect_refused(prefix('\x02', '\x00')
+                       + std::string("\x00\xc8\x00\x01" "\x00\x01" "A" "\xff\xff\xff\xff", 11),
+                   "value_len past end");
+}
+
+TEST(RecordDecode, ViewsPointIntoInput)
+{
+    const std::string bytes = response(Digest{}, 200, {{"N", "V"}}, "body");
+    const std::optional<Record> record = idem::decode_record(bytes);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->body.data(), bytes.data() + bytes.size() - 4);
+    EXPECT_GE(record->headers.data(), bytes.data());
+    EXPECT_LE(record->headers.data() + record->headers.size(), record->body.data());
+}
+
+}  // namespace
