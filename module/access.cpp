@@ -315,6 +315,19 @@ RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
     return nullptr;
 }
 
+// A location without a content handler answers from nginx itself: `return`
+// (rewrite phase, before access) or static files. There the claim is made in
+// the rewrite phase, so that `return` is protected too; locations that
+// proxy claim in the access phase, after `set` and the rewrite directives.
+ngx_int_t rewrite_handler(ngx_http_request_t* r)
+{
+    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_get_module_loc_conf(r, ngx_http_core_module));
+    if (clcf->handler != nullptr) {
+        return NGX_DECLINED;
+    }
+    return access_handler(r);
+}
+
 ngx_int_t access_handler(ngx_http_request_t* r)
 {
     if (r != r->main) {
@@ -322,7 +335,7 @@ ngx_int_t access_handler(ngx_http_request_t* r)
     }
     RequestCtx* ctx = find_ctx(r);
     if (ctx != nullptr) {
-        return ctx->decided ? respond(r, ctx) : NGX_AGAIN;
+        return ctx->decided ? respond(r, ctx) : NGX_DONE;
     }
 
     auto* conf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));

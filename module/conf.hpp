@@ -93,6 +93,7 @@ RequestCtx* find_ctx(ngx_http_request_t* r) noexcept;
 
 // access.cpp
 ngx_int_t access_handler(ngx_http_request_t* r);
+ngx_int_t rewrite_handler(ngx_http_request_t* r);
 // capture.cpp
 ngx_int_t capture_init(ngx_conf_t* cf);
 void capture_begin(RequestCtx* ctx) noexcept;

@@ -317,6 +317,11 @@ ngx_int_t postconfiguration(ngx_conf_t* cf)
         return NGX_ERROR;
     }
     *h = access_handler;
+    h = static_cast<ngx_http_handler_pt*>(ngx_array_push(&cmcf->phases[NGX_HTTP_REWRITE_PHASE].handlers));
+    if (h == nullptr) {
+        return NGX_ERROR;
+    }
+    *h = rewrite_handler;
     return capture_init(cf);
 }
 

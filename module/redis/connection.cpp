@@ -12,7 +12,7 @@ namespace idem::redis {
 namespace {
 
 constexpr ngx_msec_t first_backoff = 100;
-constexpr ngx_msec_t max_backoff = 2000;
+constexpr ngx_msec_t max_backoff = 1000;
 constexpr size_t read_chunk = 16 * 1024;
 
 }  // namespace

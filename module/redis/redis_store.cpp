@@ -57,7 +57,7 @@ bool compute_sha1(Script& script) noexcept
 }
 
 constexpr int max_script_args = 6;
-constexpr int max_resends = 3;
+constexpr int max_resends = 20;  // reconnect attempts, with backoff: ~20 s of outage
 
 class RedisStore;
 
@@ -68,6 +68,7 @@ struct ScriptCall {
     Script* script;
     int argc;  // script arguments: KEYS[1], then ARGV
     int resends;
+    bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
     size_t len[max_script_args];
     char* arg[max_script_args];
     char bytes[1];
@@ -144,6 +145,7 @@ private:
         call->script = &script;
         call->argc = argc;
         call->resends = 0;
+        call->with_body = false;
         char* p = call->bytes;
         for (int i = 0; i < argc; i++) {
             call->arg[i] = p;
@@ -151,12 +153,13 @@ private:
             std::memcpy(p, args[i].data(), args[i].size());
             p += args[i].size();
         }
-        send(call, false);
+        send(call);
     }
 
     // EVALSHA sha 1 KEY ARGV...  (or EVAL body 1 KEY ARGV... once NOSCRIPT was seen)
-    void send(ScriptCall* call, bool with_body) noexcept
+    void send(ScriptCall* call) noexcept
     {
+        bool with_body = call->with_body;
         const char* argv[3 + max_script_args];
         size_t lens[3 + max_script_args];
         argv[0] = with_body ? "EVAL" : "EVALSHA";
@@ -213,14 +216,15 @@ private:
             // The connection went down with this command unanswered; the
             // script is fenced, so running it again is safe.
             if (call->resends++ < max_resends && !ngx_exiting && !ngx_terminate) {
-                self->send(call, false);
+                self->send(call);
                 return;
             }
             ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: gave up trying to %s on Redis %V",
                           script.purpose, &self->server_.name);
         } else if (reply->type == REDIS_REPLY_ERROR && std::strncmp(reply->str, "NOSCRIPT", 8) == 0
-                   && call->resends++ < max_resends) {
-            self->send(call, true);  // EVAL loads the script for the EVALSHAs after it
+                   && !call->with_body) {
+            call->with_body = true;  // EVAL loads the script for the EVALSHAs after it
+            self->send(call);
             return;
         } else if (reply->type == REDIS_REPLY_ERROR) {
             ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused to %s: %s",

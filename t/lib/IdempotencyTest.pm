@@ -36,6 +36,18 @@
 #   stop_redis([$signal])     stops Redis (default TERM; e.g. 'KILL'), waits
 #   start_redis()             (re)starts Redis on the same port, waits for PING
 #   start()                   see above
+#   redis_key($key, [$scope], [$prefix])
+#                             the Redis key the module derives for a client
+#                             key (default scope "", prefix "idem:")
+#   stored_kind($redis_key)   what the module keeps there: undef, 'claim',
+#                             'response', 'unreplayable' or 'foreign'
+#   send_request($raw)        writes a raw HTTP request to the nginx under
+#                             test and returns the open socket: the test
+#                             decides when the client reads or goes away
+#   nginx_port()              the port Test::Nginx serves on
+#   test_nginx_defaults()     after `use Test::Nginx::Socket`: blocks keep
+#                             their order, load the built module, and get an
+#                             `upstream backend` pointing at upstream.pl
 #
 # Cleanup: an END block (and INT/TERM/HUP handlers) stops the processes this
 # module started, by pid, and removes its temp dir. A watchdog process does
@@ -63,6 +75,7 @@ our @ISA    = ('Exporter');
 our @EXPORT = qw(
     redis_command upstream_count upstream_log wait_until
     redis_port upstream_port redis_pid stop_redis start_redis
+    redis_key stored_kind send_request nginx_port test_nginx_defaults
 );
 our @EXPORT_OK = qw(start);
 
@@ -452,6 +465,54 @@ sub install_signal_handlers {
 END { cleanup() }
 
 # ---------------------------------------------------------------- errors
+
+# ---------------------------------------------------------------- nginx side
+
+sub redis_key {
+    my ($key, $scope, $prefix) = @_;
+    $scope  = '' unless defined $scope;
+    $prefix = 'idem:' unless defined $prefix;
+    require Digest::SHA;
+    return $prefix . Digest::SHA::sha256_hex(length($scope) . ':' . $scope . $key);
+}
+
+sub stored_kind {
+    my ($rkey) = @_;
+    my $value = redis_command('GET', $rkey);
+    return undef unless defined $value;
+    return 'foreign' unless length($value) >= 5 && substr($value, 0, 4) eq "IDM\x01";
+    my $kind = ord(substr($value, 4, 1));
+    return { 1 => 'claim', 2 => 'response', 3 => 'unreplayable' }->{$kind} || 'foreign';
+}
+
+sub nginx_port {
+    return $ENV{TEST_NGINX_SERVER_PORT} || $ENV{TEST_NGINX_PORT} || 1984;
+}
+
+sub send_request {
+    my ($raw) = @_;
+    my $sock = IO::Socket::INET->new(
+        PeerAddr => '127.0.0.1', PeerPort => nginx_port(), Proto => 'tcp', Timeout => IO_TIMEOUT,
+    ) or die "cannot connect to nginx on port " . nginx_port() . ": $!";
+    $sock->autoflush(1);
+    print {$sock} $raw or die "cannot send the request: $!";
+    return $sock;
+}
+
+sub test_nginx_defaults {
+    no strict 'refs';
+    &{"Test::Nginx::Socket::no_shuffle"}();
+    &{"Test::Nginx::Socket::repeat_each"}(1);
+    &{"Test::Nginx::Socket::no_root_location"}();
+    &{"Test::Nginx::Socket::add_block_preprocessor"}(sub {
+        my $block = shift;
+        my $main = $block->main_config // '';
+        $block->set_value('main_config', "load_module \$TEST_NGINX_MODULE;\n$main");
+        my $http = $block->http_config // '';
+        $block->set_value('http_config',
+            "upstream backend { server 127.0.0.1:\$TEST_NGINX_UPSTREAM_PORT; }\n$http");
+    });
+}
 
 package IdempotencyTest::RedisError;
 

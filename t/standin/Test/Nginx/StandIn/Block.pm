@@ -437,6 +437,7 @@ sub filter_flatten {
 sub filter_dumper {
     my $self = shift;
     require Data::Dumper;
+    no warnings 'once';
     local $Data::Dumper::Sortkeys = 1;
     local $Data::Dumper::Indent = 1;
     local $Data::Dumper::Terse = 1;
