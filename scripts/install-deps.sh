@@ -15,5 +15,12 @@ echo "installing: ${missing[*]}"
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 $sudo apt-get update
-# policy-rc.d keeps the packaged nginx and redis services from starting
+# A policy-rc.d keeps the packaged nginx and redis-server services from
+# starting on install: the tests and the demo start their own, on loopback.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod +x "$policy"
+    trap '$sudo rm -f "$policy"' EXIT
+fi
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"

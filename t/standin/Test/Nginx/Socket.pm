@@ -1799,7 +1799,7 @@ sub get_req_from_block {
     if (defined $block->raw_request) {
         my $rr = $block->raw_request;
         if (ref $rr && ref $rr eq 'ARRAY') {
-            push @req_list, [map { { value => $_ } } @$rr];
+            push @req_list, [map { +{ value => $_ } } @$rr];
         } else {
             push @req_list, [{ value => $rr }];
         }
