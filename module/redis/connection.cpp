@@ -27,6 +27,7 @@ Connection::Connection(const RedisServer& server, ngx_log_t* log) noexcept : ser
 
 Connection::~Connection()
 {
+    closing_ = true;
     fail(nullptr, 0);
     if (retry_event_.timer_set) {
         ngx_del_timer(&retry_event_);
@@ -49,6 +50,9 @@ void Connection::set_timeout(ngx_msec_t timeout) noexcept
 bool Connection::command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
                          void* data, bool queue_while_down) noexcept
 {
+    if (closing_) {
+        return false;
+    }
     if (state_ == State::down) {
         if (ngx_current_msec >= retry_at_) {
             connect();

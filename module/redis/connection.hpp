@@ -85,6 +85,7 @@ private:
     ngx_msec_t backoff_ = 0;
     ngx_msec_t retry_at_ = 0;
     ngx_event_t retry_event_{};
+    bool closing_ = false;    // worker exit: accept nothing more
     int dispatching_ = 0;     // inside reply handlers: defer failures
     const char* deferred_failure_ = nullptr;
 };

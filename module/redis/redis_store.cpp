@@ -188,7 +188,7 @@ private:
         bool lost = reply == nullptr;
         bool granted = reply != nullptr && reply->type == REDIS_REPLY_NIL;
 
-        if (op->callback != nullptr && !(lost && (ngx_exiting || ngx_terminate))) {
+        if (op->callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
             Record record;
             ClaimResult result{decide(reply, op->fingerprint, record), {}};
             if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
@@ -215,7 +215,7 @@ private:
         if (reply == nullptr) {
             // The connection went down with this command unanswered; the
             // script is fenced, so running it again is safe.
-            if (call->resends++ < max_resends && !ngx_exiting && !ngx_terminate) {
+            if (call->resends++ < max_resends && !ngx_exiting && !ngx_terminate && !ngx_quit) {
                 self->send(call);
                 return;
             }
