@@ -23,11 +23,18 @@ Connection::Connection(const RedisServer& server, ngx_log_t* log) noexcept : ser
     retry_event_.data = this;
     retry_event_.log = log;
     retry_event_.cancelable = 1;
+    failure_event_.handler = on_deferred_failure;
+    failure_event_.data = this;
+    failure_event_.log = log;
 }
 
 Connection::~Connection()
 {
     closing_ = true;
+    if (failure_event_.posted) {
+        ngx_delete_posted_event(&failure_event_);
+    }
+    dispatching_ = 0;
     fail(nullptr, 0);
     if (retry_event_.timer_set) {
         ngx_del_timer(&retry_event_);
@@ -53,7 +60,25 @@ bool Connection::command(int argc, const char** argv, const size_t* argv_len, Re
     if (closing_) {
         return false;
     }
-    if (state_ == State::down) {
+    // No reply handler may run inside command(): its caller is in the middle
+    // of queueing. A failure found here is handled from a posted event.
+    dispatching_++;
+    bool queued = queue(argc, argv, argv_len, handler, data, queue_while_down);
+    dispatching_--;
+    if (deferred_failure_ != nullptr && dispatching_ == 0 && !failure_event_.posted) {
+        ngx_post_event(&failure_event_, &ngx_posted_events);
+    }
+    return queued;
+}
+
+bool Connection::queue(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
+                       bool queue_while_down) noexcept
+{
+    bool broken = deferred_failure_ != nullptr;  // closes as soon as the loop turns
+    if (broken && !queue_while_down) {
+        return false;
+    }
+    if (state_ == State::down && !broken) {
         if (ngx_current_msec >= retry_at_) {
             connect();
         }
@@ -73,6 +98,9 @@ bool Connection::command(int argc, const char** argv, const size_t* argv_len, Re
         return false;
     }
 
+    if (broken) {
+        return true;  // failed with the others, then queued again by its handler
+    }
     if (state_ == State::up) {
         flush();
     } else if (state_ == State::down && !retry_event_.timer_set) {
@@ -80,6 +108,16 @@ bool Connection::command(int argc, const char** argv, const size_t* argv_len, Re
         ngx_add_timer(&retry_event_, retry_at_ > ngx_current_msec ? retry_at_ - ngx_current_msec : 1);
     }
     return true;
+}
+
+void Connection::on_deferred_failure(ngx_event_t* ev)
+{
+    auto* self = static_cast<Connection*>(ev->data);
+    const char* why = self->deferred_failure_;
+    self->deferred_failure_ = nullptr;
+    if (why != nullptr) {
+        self->fail(why, 0);
+    }
 }
 
 bool Connection::append(const char* data, size_t size) noexcept

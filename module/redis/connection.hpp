@@ -50,6 +50,8 @@ public:
 private:
     enum class State { down, connecting, up };
 
+    bool queue(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
+               bool queue_while_down) noexcept;
     void connect() noexcept;
     void connected() noexcept;
     void fail(const char* why, ngx_err_t err) noexcept;
@@ -63,6 +65,7 @@ private:
     static void on_read(ngx_event_t* ev);
     static void on_write(ngx_event_t* ev);
     static void on_retry(ngx_event_t* ev);
+    static void on_deferred_failure(ngx_event_t* ev);
     static void on_handshake_reply(void* data, redisReply* reply);
 
     const RedisServer& server_;
@@ -85,8 +88,9 @@ private:
     ngx_msec_t backoff_ = 0;
     ngx_msec_t retry_at_ = 0;
     ngx_event_t retry_event_{};
+    ngx_event_t failure_event_{};  // runs a failure found inside command()
     bool closing_ = false;    // worker exit: accept nothing more
-    int dispatching_ = 0;     // inside reply handlers: defer failures
+    int dispatching_ = 0;     // inside reply handlers or command(): defer failures
     const char* deferred_failure_ = nullptr;
 };
 
