@@ -41,7 +41,7 @@ $(BUILD)/nginx/objs/Makefile: config
 
 $(MODULE): $(BUILD)/nginx/objs/Makefile $(MODULE_SRCS)
 	$(MAKE) -C $(BUILD)/nginx -f objs/Makefile modules
-	cp $(BUILD)/nginx/objs/ngx_http_idempotency_module.so $@
+	cp $(BUILD)/nginx/objs/ngx_http_idempotency_module.so $@.tmp && mv -f $@.tmp $@  # a new inode: running nginx keep theirs
 	@echo "load_module $(CURDIR)/$@; events {}" > $(BUILD)/load-check.conf
 	$(NGINX_BIN) -t -q -p $(CURDIR)/$(BUILD) -c $(CURDIR)/$(BUILD)/load-check.conf -g 'error_log stderr; pid /dev/null;'
 

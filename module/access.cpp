@@ -18,12 +18,19 @@ namespace {
 
 constexpr size_t token_length = 16;
 constexpr size_t body_read_chunk = 64 * 1024;
+constexpr ngx_msec_t first_wait_delay = 25;   // idempotency_wait backoff: 25 ms ...
+constexpr ngx_msec_t max_wait_delay = 500;    // ... doubling up to 500 ms
+
+void start_claim(ngx_http_request_t* r, RequestCtx* ctx);
 
 void cleanup(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
     if (ctx->timer.timer_set) {
         ngx_del_timer(&ctx->timer);
+    }
+    if (ctx->wait_timer.timer_set) {
+        ngx_del_timer(&ctx->wait_timer);
     }
     if (ctx->pending != nullptr) {
         ctx->store->abandon(ctx->pending);
@@ -64,6 +71,7 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
         capture_begin(ctx);
         return NGX_DECLINED;
     case Status::replayed:
+    case Status::waited:
         return replay(r, ctx, view(ctx->stored));
     case Status::unavailable:
         if (ctx->conf->fail_open) {
@@ -81,9 +89,11 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
     case Status::invalid:
     case Status::missing:
         return send_problem(r, NGX_HTTP_BAD_REQUEST, 0);
-    default:
-        return NGX_DECLINED;
+    case Status::none:
+    case Status::released:
+        break;
     }
+    return NGX_DECLINED;
 }
 
 void decide(RequestCtx* ctx, Status status)
@@ -100,6 +110,38 @@ void resume(ngx_http_request_t* r)
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
     ngx_http_run_posted_requests(c);
+}
+
+// idempotency_wait: look again after a growing delay, until the original
+// has finished (replay), was released (this request executes), or the wait
+// is over (409). Each look is one claim attempt: one round trip.
+void on_wait_timer(ngx_event_t* ev)
+{
+    auto* ctx = static_cast<RequestCtx*>(ev->data);
+    start_claim(ctx->request, ctx);
+}
+
+bool wait_for_original(RequestCtx* ctx)
+{
+    LocConf* conf = ctx->conf;
+    if (conf->wait == 0) {
+        return false;
+    }
+    if (!ctx->waited) {
+        ctx->waited = true;
+        ctx->wait_deadline = ngx_current_msec + conf->wait;
+        ctx->wait_delay = first_wait_delay;
+    }
+    if (ngx_current_msec >= ctx->wait_deadline) {
+        return false;
+    }
+    ngx_msec_t delay = ngx_min(ctx->wait_delay, ctx->wait_deadline - ngx_current_msec);
+    ctx->wait_delay = ngx_min(ctx->wait_delay * 2, max_wait_delay);
+    ctx->wait_timer.handler = on_wait_timer;
+    ctx->wait_timer.data = ctx;
+    ctx->wait_timer.log = ctx->request->connection->log;
+    ngx_add_timer(&ctx->wait_timer, delay);
+    return true;
 }
 
 void on_claim(void* data, const ClaimResult& result)
@@ -124,9 +166,12 @@ void on_claim(void* data, const ClaimResult& result)
         }
         std::memcpy(ctx->stored.data, result.stored.data(), result.stored.size());
         ctx->stored.len = result.stored.size();
-        decide(ctx, Status::replayed);
+        decide(ctx, ctx->waited ? Status::waited : Status::replayed);
         break;
     case Decision::in_flight:
+        if (wait_for_original(ctx)) {
+            return;
+        }
         decide(ctx, Status::conflict);
         break;
     case Decision::mismatch:
@@ -224,7 +269,6 @@ bool make_claim_record(ngx_http_request_t* r, RequestCtx* ctx)
 void body_ready(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
-    LocConf* conf = ctx->conf;
 
     if (!fingerprint_request(r, ctx->fingerprint) || !make_claim_record(r, ctx)) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: cannot fingerprint the request");
@@ -232,6 +276,12 @@ void body_ready(ngx_http_request_t* r)
         return;
     }
 
+    start_claim(r, ctx);
+}
+
+void start_claim(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    LocConf* conf = ctx->conf;
     ctx->store = redis::store_for(*conf->server, conf->redis_timeout);
     if (ctx->store != nullptr) {
         ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), ctx->fingerprint, conf->lock_ttl,

@@ -62,6 +62,10 @@ struct RequestCtx {
     bool decided;          // phase_rc holds the access phase's answer
     ngx_int_t phase_rc;
     ngx_event_t timer;     // Redis timeout for the pending claim
+    ngx_event_t wait_timer;  // idempotency_wait: next look at an in-flight original
+    ngx_msec_t wait_deadline;
+    ngx_msec_t wait_delay;
+    bool waited;
     PendingOp* pending;    // the claim in flight, nullptr when none
     Store* store;
 

@@ -1,0 +1,147 @@
+# A duplicate that arrives while the original is still running upstream gets
+# 409 with Retry-After (or, with idempotency_wait, waits for the original and
+# gets its replay); once the original is done, retries get the replay
+# (SPEC rule 7).
+#
+# The original is sent from `--- init` (on a socket kept open, so its client
+# stays); blocks without `--- config` run on the same nginx, so the original
+# can finish there.
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use IdempotencyTest;
+use Test::Nginx::Socket 'no_plan';
+
+test_nginx_defaults();
+run_tests();
+
+__DATA__
+
+=== TEST 1: a duplicate of a request still in flight gets 409 with Retry-After
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- init
+$main::original = IdempotencyTest::send_request(
+    "POST /flight/1?sleep=2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    . "Idempotency-Key: flight-1\r\nContent-Length: 1\r\n\r\nx");
+IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/flight/1') == 1 }, 5);
+--- request eval
+["POST /flight/1?sleep=2\nx", "GET /_count/flight/1"]
+--- more_headers eval
+["Idempotency-Key: flight-1", ""]
+--- error_code eval
+[409, 200]
+--- response_headers_like eval
+["Content-Type: application/problem\\+json\nRetry-After: [1-9][0-9]*\nX-Idempotency-Status: conflict", ""]
+--- response_body_like eval
+[qr/\A\{(?=.*"status":409[,}])(?=.*"type":")(?=.*"title":")(?=.*"detail":").*\}\z/s, qr/\A1\z/]
+--- no_error_log
+[error]
+
+
+=== TEST 2: once the original has finished, the retry gets its response
+--- init
+IdempotencyTest::wait_until(sub {
+    (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('flight-1')) // '') eq 'response'
+}, 10);
+close $main::original if $main::original;
+--- request
+POST /flight/1?sleep=2
+x
+--- more_headers
+Idempotency-Key: flight-1
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: replayed
+Idempotent-Replayed: true
+X-Upstream-Execution: 1
+--- response_body_like: "execution":1,
+--- no_error_log
+[error]
+
+
+=== TEST 3: with idempotency_wait, the duplicate waits and gets the replay
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_wait 5s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- init
+$main::original = IdempotencyTest::send_request(
+    "POST /flight/3?sleep=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    . "Idempotency-Key: flight-3\r\nContent-Length: 1\r\n\r\nx");
+IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/flight/3') == 1 }, 5);
+--- request eval
+["POST /flight/3?sleep=1\nx", "GET /_count/flight/3"]
+--- more_headers eval
+["Idempotency-Key: flight-3", ""]
+--- error_code eval
+[201, 200]
+--- response_headers eval
+["X-Idempotency-Status: waited\nIdempotent-Replayed: true\nX-Upstream-Execution: 1", ""]
+--- response_body_like eval
+[qr/"execution":1,/, qr/\A1\z/]
+--- no_error_log
+[error]
+
+
+=== TEST 4: a duplicate that outwaits idempotency_wait gets 409
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_wait 300ms;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+close $main::original if $main::original;
+$main::original = IdempotencyTest::send_request(
+    "POST /flight/4?sleep=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    . "Idempotency-Key: flight-4\r\nContent-Length: 1\r\n\r\nx");
+IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/flight/4') == 1 }, 5);
+--- request
+POST /flight/4?sleep=1
+x
+--- more_headers
+Idempotency-Key: flight-4
+--- error_code: 409
+--- response_headers_like
+Retry-After: [1-9][0-9]*
+X-Idempotency-Status: conflict
+--- no_error_log
+[error]
+
+
+=== TEST 5: ... and its retry after the original finished gets the replay
+--- init
+IdempotencyTest::wait_until(sub {
+    (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('flight-4')) // '') eq 'response'
+}, 10);
+close $main::original if $main::original;
+--- request
+POST /flight/4?sleep=1
+x
+--- more_headers
+Idempotency-Key: flight-4
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: replayed
+Idempotent-Replayed: true
+X-Upstream-Execution: 1

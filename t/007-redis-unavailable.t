@@ -1,0 +1,194 @@
+# When Redis cannot be used (unreachable, slower than idempotency_redis_timeout,
+# answering an error) a protected request gets 503 with Retry-After and is
+# not forwarded, or is forwarded unprotected with idempotency_fail_open on;
+# the module reconnects by itself when Redis is back (SPEC rule 10).
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use IdempotencyTest;
+use Test::Nginx::Socket 'no_plan';
+
+test_nginx_defaults();
+run_tests();
+
+__DATA__
+
+=== TEST 1: Redis unreachable: 503 problem with Retry-After, the upstream is not contacted
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /down/1\nx", "GET /_count/down/1"]
+--- more_headers eval
+["Idempotency-Key: down-1", ""]
+--- error_code eval
+[503, 200]
+--- response_headers_like eval
+["Content-Type: application/problem\\+json\nRetry-After: [1-9][0-9]*\nX-Idempotency-Status: unavailable", ""]
+--- response_body_like eval
+[qr/\A\{(?=.*"status":503[,}])(?=.*"type":")(?=.*"title":")(?=.*"detail":").*\}\z/s, qr/\A0\z/]
+
+
+=== TEST 2: idempotency_fail_open on: forwarded unprotected, with a warning in the log
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+--- config
+location / {
+    idempotency on;
+    idempotency_fail_open on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /down/2\nx", "POST /down/2\nx"]
+--- more_headers
+Idempotency-Key: down-2
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Idempotency-Status: unavailable\nX-Upstream-Execution: 1\n!Idempotent-Replayed",
+ "X-Idempotency-Status: unavailable\nX-Upstream-Execution: 2\n!Idempotent-Replayed"]
+--- error_log eval
+qr/\[warn\] .*idempotency/
+
+
+=== TEST 3: Redis answering an error: 503, not forwarded
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- init
+# a list where the record should be: every command on it is a WRONGTYPE error
+IdempotencyTest::redis_command('RPUSH', IdempotencyTest::redis_key('down-3'), 'not a record');
+--- request eval
+["POST /down/3\nx", "GET /_count/down/3"]
+--- more_headers eval
+["Idempotency-Key: down-3", ""]
+--- error_code eval
+[503, 200]
+--- response_headers_like eval
+["Content-Type: application/problem\\+json\nRetry-After: [1-9][0-9]*\nX-Idempotency-Status: unavailable", ""]
+--- response_body_like eval
+[qr/"status":503[,}]/, qr/\A0\z/]
+
+
+=== TEST 4: Redis slower than idempotency_redis_timeout: 503, not forwarded
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_redis_timeout 200ms;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- init
+IdempotencyTest::redis_command('CLIENT', 'PAUSE', 1000, 'ALL');
+--- request eval
+["POST /slow/4\nx", "GET /_count/slow/4"]
+--- more_headers eval
+["Idempotency-Key: slow-4", ""]
+--- error_code eval
+[503, 200]
+--- response_headers_like eval
+["Content-Type: application/problem\\+json\nRetry-After: [1-9][0-9]*\nX-Idempotency-Status: unavailable", ""]
+--- response_body_like eval
+[qr/"status":503[,}]/, qr/\A0\z/]
+
+
+=== TEST 5: ... once Redis answers again, the late claim does not hold off the retry
+--- init
+IdempotencyTest::redis_command('PING');    # returns when the pause is over
+# give a claim that reached Redis late the time to be released
+IdempotencyTest::wait_until(sub {
+    (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('slow-4')) // '') ne 'claim'
+}, 3);
+--- request eval
+["POST /slow/4\nx", "POST /slow/4\nx"]
+--- more_headers
+Idempotency-Key: slow-4
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
+ "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
+
+
+=== TEST 6: with Redis up, a request is protected as usual
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- request
+POST /flap/6
+x
+--- more_headers
+Idempotency-Key: flap-6
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: new
+X-Upstream-Execution: 1
+--- no_error_log
+[error]
+
+
+=== TEST 7: Redis stopped: 503, not forwarded
+--- init
+IdempotencyTest::stop_redis();
+--- request eval
+["POST /flap/7\nx", "GET /_count/flap/7"]
+--- more_headers eval
+["Idempotency-Key: flap-7", ""]
+--- error_code eval
+[503, 200]
+--- response_headers_like eval
+["Retry-After: [1-9][0-9]*\nX-Idempotency-Status: unavailable", ""]
+--- response_body_like eval
+[qr/"status":503[,}]/, qr/\A0\z/]
+
+
+=== TEST 8: Redis restarted: the module reconnects by itself; keys are protected again
+--- init
+IdempotencyTest::start_redis();
+# poll through nginx (bounded) until a protected request goes through again
+my $probe = 0;
+IdempotencyTest::wait_until(sub {
+    my $s = IdempotencyTest::send_request("POST /flap/probe HTTP/1.0\r\n"
+        . "Idempotency-Key: probe-" . ++$probe . "\r\nContent-Length: 1\r\n\r\nx");
+    my $response = do { local $/; <$s> } // '';
+    close $s;
+    $response =~ m{\AHTTP/1\.\d 201 };
+}, 10);
+--- request eval
+["POST /flap/8\nx", "POST /flap/8\nx"]
+--- more_headers
+Idempotency-Key: flap-8
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
+ "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
