@@ -321,12 +321,31 @@ ngx_int_t protected_content_handler(ngx_http_request_t* r)
     return rc;
 }
 
+// While the original is in flight its claim is extended, fenced by its
+// token, three times per idempotency_lock_ttl: an upstream slower than the
+// lock never lets a duplicate run, and a claim whose gateway died still
+// expires within one lock_ttl.
+void on_renew(ngx_event_t* ev)
+{
+    auto* ctx = static_cast<RequestCtx*>(ev->data);
+    if (!ctx->owns_claim) {
+        return;
+    }
+    ctx->store->renew(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
+    ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
+}
+
 }  // namespace
 
 void capture_begin(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;
     ctx->capturing = true;
+    ctx->renew_timer.handler = on_renew;
+    ctx->renew_timer.data = ctx;
+    ctx->renew_timer.log = r->connection->log;
+    ctx->renew_timer.cancelable = 1;
+    ngx_add_timer(&ctx->renew_timer, ngx_max(ctx->conf->lock_ttl / 3, 1));
     if (r->content_handler != nullptr && r->content_handler != protected_content_handler) {
         ctx->content_handler = r->content_handler;
         r->content_handler = protected_content_handler;
@@ -338,6 +357,9 @@ void capture_begin(RequestCtx* ctx) noexcept
 // retry is not executed again (410). Otherwise free it for the retry.
 void capture_settle(RequestCtx* ctx) noexcept
 {
+    if (ctx->renew_timer.timer_set) {
+        ngx_del_timer(&ctx->renew_timer);
+    }
     if (!ctx->owns_claim) {
         return;
     }

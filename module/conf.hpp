@@ -74,6 +74,7 @@ struct RequestCtx {
     ngx_str_t redis_key;
     ngx_str_t claim;       // the claim record: fingerprint and random token
     bool owns_claim;       // we hold the claim and have not settled it
+    ngx_event_t renew_timer;  // extends the claim while the response is in progress
 
     // replay: a copy of the stored record
     ngx_str_t stored;

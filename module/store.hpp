@@ -41,6 +41,8 @@ public:
     virtual void complete(std::string_view key, std::string_view claim,
                           std::string_view record, std::uint64_t ttl_ms) noexcept = 0;
     virtual void release(std::string_view key, std::string_view claim) noexcept = 0;
+    // Extends a claim still held by `claim` to lock_ttl_ms from now.
+    virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept = 0;
 };
 
 }  // namespace idem

@@ -45,8 +45,9 @@ Idempotency-Key: conf-valid
 X-Idempotency-Status: new
 X-Upstream-Execution: 1
 --- no_error_log
-[error]
 [emerg]
+[alert]
+[crit]
 
 
 === TEST 2: an unknown method in idempotency_methods
@@ -85,7 +86,7 @@ location / {
 }
 --- must_die
 --- error_log eval
-qr/\[emerg\] .*"idempotency_redis"/
+qr/\[emerg\] .*\bidempotency\b.*"idempotency_redis"/
 
 
 === TEST 5: an unknown idempotency_redis parameter

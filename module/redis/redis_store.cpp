@@ -44,6 +44,11 @@ Script release_script{
     "return redis.call('DEL', KEYS[1]) end return 0",
     "release the key", {}};
 
+Script renew_script{
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+    "renew the claim", {}};
+
 bool compute_sha1(Script& script) noexcept
 {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -122,6 +127,14 @@ public:
     {
         std::string_view args[] = {key, claim};
         call(release_script, args, 2);
+    }
+
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
+    {
+        char ttl[NGX_INT64_LEN];
+        size_t ttl_len = decimal(lock_ttl_ms, ttl);
+        std::string_view args[] = {key, claim, {ttl, ttl_len}};
+        call(renew_script, args, 3);
     }
 
 private:
@@ -252,7 +265,7 @@ ngx_int_t start_worker_stores(ngx_cycle_t* cycle, const MainConf& conf) noexcept
     if (conf.servers.nelts == 0) {
         return NGX_OK;
     }
-    if (!compute_sha1(complete_script) || !compute_sha1(release_script)) {
+    if (!compute_sha1(complete_script) || !compute_sha1(release_script) || !compute_sha1(renew_script)) {
         ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "idempotency: SHA-1 of the Redis scripts failed");
         return NGX_ERROR;
     }
