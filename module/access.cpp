@@ -11,6 +11,7 @@
 
 #include "conf.hpp"
 #include "key.hpp"
+#include "response.hpp"
 #include "redis/redis_store.hpp"
 
 namespace idem {
@@ -308,25 +309,14 @@ enum class KeyLookup { none, one, many };
 KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& name, ngx_str_t& value)
 {
     KeyLookup found = KeyLookup::none;
-    ngx_list_part_t* part = &r->headers_in.headers.part;
-    auto* h = static_cast<ngx_table_elt_t*>(part->elts);
-    for (ngx_uint_t i = 0;; i++) {
-        if (i >= part->nelts) {
-            if (part->next == nullptr) {
-                break;
-            }
-            part = part->next;
-            h = static_cast<ngx_table_elt_t*>(part->elts);
-            i = 0;
+    for_each_header(r->headers_in.headers, [&](ngx_table_elt_t& h) {
+        if (h.key.len != name.len || ngx_strncasecmp(h.key.data, name.data, name.len) != 0) {
+            return true;
         }
-        if (h[i].key.len == name.len && ngx_strncasecmp(h[i].key.data, name.data, name.len) == 0) {
-            if (found != KeyLookup::none) {
-                return KeyLookup::many;
-            }
-            value = h[i].value;
-            found = KeyLookup::one;
-        }
-    }
+        found = found == KeyLookup::none ? KeyLookup::one : KeyLookup::many;
+        value = h.value;
+        return found == KeyLookup::one;
+    });
     return found;
 }
 

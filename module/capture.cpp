@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "conf.hpp"
+#include "response.hpp"
 
 namespace idem {
 namespace {
@@ -69,25 +70,14 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
         }
     }
 
-    ngx_list_part_t* part = &out.headers.part;
-    auto* h = static_cast<ngx_table_elt_t*>(part->elts);
-    for (ngx_uint_t i = 0;; i++) {
-        if (i >= part->nelts) {
-            if (part->next == nullptr) {
-                break;
-            }
-            part = part->next;
-            h = static_cast<ngx_table_elt_t*>(part->elts);
-            i = 0;
+    bool ok = true;
+    for_each_header(out.headers, [&](ngx_table_elt_t& h) {
+        if (h.hash != 0 && !is_fresh_per_response(h.key)) {
+            ok = push_header(ctx, view(h.key), view(h.value));
         }
-        if (h[i].hash == 0 || is_fresh_per_response(h[i].key)) {
-            continue;
-        }
-        if (!push_header(ctx, view(h[i].key), view(h[i].value))) {
-            return false;
-        }
-    }
-    return true;
+        return ok;
+    });
+    return ok;
 }
 
 void stop_capture(ngx_http_request_t* r, RequestCtx* ctx)

@@ -5,6 +5,7 @@
 // Retry-After and $idempotency_status stay available there.
 
 #include "conf.hpp"
+#include "response.hpp"
 
 namespace idem {
 namespace {
@@ -74,26 +75,11 @@ ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, const Problem& p)
                               &type, &title, status, &detail);
 
     r->headers_out.status = status;
-    r->headers_out.content_length_n = end - body;
     ngx_str_set(&r->headers_out.content_type, "application/problem+json");
     r->headers_out.content_type_len = r->headers_out.content_type.len;
     r->headers_out.content_type_lowcase = nullptr;
 
-    ngx_int_t rc = ngx_http_send_header(r);
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-    auto* b = static_cast<ngx_buf_t*>(ngx_calloc_buf(r->pool));
-    if (b == nullptr) {
-        return NGX_ERROR;
-    }
-    b->pos = body;
-    b->last = end;
-    b->memory = 1;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-    ngx_chain_t out{b, nullptr};
-    return ngx_http_output_filter(r, &out);
+    return send_whole_body(r, {reinterpret_cast<char*>(body), static_cast<size_t>(end - body)});
 }
 
 }  // namespace
@@ -105,18 +91,14 @@ ngx_int_t send_problem(ngx_http_request_t* r, ngx_uint_t status, ngx_uint_t retr
         r->keepalive = 0;
     }
     if (retry_after) {
-        auto* h = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.headers));
-        if (h == nullptr) {
+        auto* value = static_cast<u_char*>(ngx_pnalloc(r->pool, NGX_INT_T_LEN));
+        if (value == nullptr) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-        h->hash = 1;
-        ngx_str_set(&h->key, "Retry-After");
-        h->value.data = static_cast<u_char*>(ngx_pnalloc(r->pool, NGX_INT_T_LEN));
-        if (h->value.data == nullptr) {
+        size_t len = static_cast<size_t>(ngx_sprintf(value, "%ui", retry_after) - value);
+        if (!add_header(r, "Retry-After", {reinterpret_cast<char*>(value), len})) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-        h->value.len = static_cast<size_t>(ngx_sprintf(h->value.data, "%ui", retry_after) - h->value.data);
-        h->lowcase_key = nullptr;
     }
     if (has_error_page(r, status)) {
         return status;  // nginx's error_page answers

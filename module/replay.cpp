@@ -4,6 +4,7 @@
 // nginx's own, fresh. The upstream is not contacted.
 
 #include "conf.hpp"
+#include "response.hpp"
 
 namespace idem {
 namespace {
@@ -15,28 +16,9 @@ bool equals_ci(std::string_view a, std::string_view b)
                               reinterpret_cast<u_char*>(const_cast<char*>(b.data())), a.size()) == 0;
 }
 
-u_char* bytes(std::string_view s)
-{
-    return reinterpret_cast<u_char*>(const_cast<char*>(s.data()));
-}
-
-bool add_header(ngx_http_request_t* r, std::string_view name, std::string_view value)
-{
-    auto* h = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.headers));
-    if (h == nullptr) {
-        return false;
-    }
-    h->hash = 1;
-    h->key = {name.size(), bytes(name)};
-    h->value = {value.size(), bytes(value)};
-    h->lowcase_key = nullptr;
-    return true;
-}
-
 ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
 {
     r->headers_out.status = record.status;
-    r->headers_out.content_length_n = static_cast<off_t>(record.body.size());
 
     HeaderReader headers(record);
     Header h;
@@ -56,22 +38,7 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    ngx_int_t rc = ngx_http_send_header(r);
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    auto* b = static_cast<ngx_buf_t*>(ngx_calloc_buf(r->pool));
-    if (b == nullptr) {
-        return NGX_ERROR;
-    }
-    b->pos = bytes(record.body);
-    b->last = b->pos + record.body.size();
-    b->memory = record.body.empty() ? 0 : 1;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-    ngx_chain_t out{b, nullptr};
-    return ngx_http_output_filter(r, &out);
+    return send_whole_body(r, record.body);
 }
 
 }  // namespace

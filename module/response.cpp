@@ -1,0 +1,40 @@
+// response.cpp — see response.hpp.
+
+#include "response.hpp"
+
+namespace idem {
+
+bool add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept
+{
+    auto* h = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.headers));
+    if (h == nullptr) {
+        return false;
+    }
+    h->hash = 1;
+    h->key = {name.size(), bytes(name)};
+    h->value = {value.size(), bytes(value)};
+    h->lowcase_key = nullptr;
+    return true;
+}
+
+ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body) noexcept
+{
+    r->headers_out.content_length_n = static_cast<off_t>(body.size());
+    ngx_int_t rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+    auto* b = static_cast<ngx_buf_t*>(ngx_calloc_buf(r->pool));
+    if (b == nullptr) {
+        return NGX_ERROR;
+    }
+    b->pos = bytes(body);
+    b->last = b->pos + body.size();
+    b->memory = body.empty() ? 0 : 1;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+    ngx_chain_t out{b, nullptr};
+    return ngx_http_output_filter(r, &out);
+}
+
+}  // namespace idem
