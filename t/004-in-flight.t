@@ -29,10 +29,7 @@ location /_count/ {
     proxy_pass http://backend;
 }
 --- init
-$main::original = IdempotencyTest::send_request(
-    "POST /flight/1?sleep=2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-    . "Idempotency-Key: flight-1\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/flight/1') == 1 }, 5);
+$main::original = IdempotencyTest::start_in_flight('/flight/1?sleep=2', 'flight-1');
 --- request eval
 ["POST /flight/1?sleep=2\nx", "GET /_count/flight/1"]
 --- more_headers eval
@@ -82,10 +79,7 @@ location /_count/ {
     proxy_pass http://backend;
 }
 --- init
-$main::original = IdempotencyTest::send_request(
-    "POST /flight/3?sleep=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-    . "Idempotency-Key: flight-3\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/flight/3') == 1 }, 5);
+$main::original = IdempotencyTest::start_in_flight('/flight/3?sleep=1', 'flight-3');
 --- request eval
 ["POST /flight/3?sleep=1\nx", "GET /_count/flight/3"]
 --- more_headers eval
@@ -112,10 +106,7 @@ location / {
 }
 --- init
 close $main::original if $main::original;
-$main::original = IdempotencyTest::send_request(
-    "POST /flight/4?sleep=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-    . "Idempotency-Key: flight-4\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/flight/4') == 1 }, 5);
+$main::original = IdempotencyTest::start_in_flight('/flight/4?sleep=1', 'flight-4');
 --- request
 POST /flight/4?sleep=1
 x

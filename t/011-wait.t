@@ -14,10 +14,7 @@ __DATA__
 
 === TEST 1: a duplicate waits for the original and gets its response
 --- init
-our $original = IdempotencyTest::send_request(
-    "POST /wait/1?sleep=1 HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: wait-1\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/wait/1') == 1 }, 10)
-    or die "the original never reached the upstream\n";
+our $original = IdempotencyTest::start_in_flight('/wait/1?sleep=1', 'wait-1');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -42,10 +39,7 @@ X-Idempotency-Status: waited
 
 === TEST 2: when the wait runs out the duplicate gets 409 with Retry-After
 --- init
-our $original = IdempotencyTest::send_request(
-    "POST /wait/2?sleep=3 HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: wait-2\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/wait/2') == 1 }, 10)
-    or die "the original never reached the upstream\n";
+our $original = IdempotencyTest::start_in_flight('/wait/2?sleep=3', 'wait-2');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -69,10 +63,7 @@ X-Idempotency-Status: conflict
 
 === TEST 3: when the original is released by a 5xx the waiting duplicate executes
 --- init
-our $original = IdempotencyTest::send_request(
-    "POST /wait/3?sleep=1&status=503 HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: wait-3\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/wait/3') == 1 }, 10)
-    or die "the original never reached the upstream\n";
+our $original = IdempotencyTest::start_in_flight('/wait/3?sleep=1&status=503', 'wait-3');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

@@ -14,10 +14,7 @@ __DATA__
 
 === TEST 1: a duplicate waiting past the lock_ttl gets the replay, not a second execution
 --- init
-our $original = IdempotencyTest::send_request(
-    "POST /renew/1?sleep=2 HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: renew-1\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/renew/1') == 1 }, 10)
-    or die "the original never reached the upstream\n";
+our $original = IdempotencyTest::start_in_flight('/renew/1?sleep=2', 'renew-1');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -43,10 +40,7 @@ X-Idempotency-Status: waited
 === TEST 2: past its lock_ttl the running original still holds the key: 409
 --- init
 my $key = IdempotencyTest::redis_key('renew-2');
-our $original = IdempotencyTest::send_request(
-    "POST /renew/2?sleep=3 HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: renew-2\r\nContent-Length: 1\r\n\r\nx");
-IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/renew/2') == 1 }, 10)
-    or die "the original never reached the upstream\n";
+our $original = IdempotencyTest::start_in_flight('/renew/2?sleep=3', 'renew-2');
 my $start = Time::HiRes::time();
 # the lock is 500 ms: once twice that has passed, the claim must still be there
 IdempotencyTest::wait_until(sub { Time::HiRes::time() - $start > 1.0 }, 5);

@@ -44,6 +44,10 @@
 #   send_request($raw)        writes a raw HTTP request to the nginx under
 #                             test and returns the open socket: the test
 #                             decides when the client reads or goes away
+#   start_in_flight($uri, $key)
+#                             POSTs "x" to $uri with the key and returns the
+#                             open socket once the upstream has started on it
+#                             (the original of an in-flight duplicate)
 #   nginx_port()              the port Test::Nginx serves on
 #   test_nginx_defaults()     after `use Test::Nginx::Socket`: blocks keep
 #                             their order, load the built module, and get an
@@ -75,7 +79,7 @@ our @ISA    = ('Exporter');
 our @EXPORT = qw(
     redis_command upstream_count upstream_log wait_until
     redis_port upstream_port redis_pid stop_redis start_redis
-    redis_key stored_kind send_request nginx_port test_nginx_defaults
+    redis_key stored_kind send_request start_in_flight nginx_port test_nginx_defaults
 );
 our @EXPORT_OK = qw(start);
 
@@ -496,6 +500,17 @@ sub send_request {
     ) or die "cannot connect to nginx on port " . nginx_port() . ": $!";
     $sock->autoflush(1);
     print {$sock} $raw or die "cannot send the request: $!";
+    return $sock;
+}
+
+sub start_in_flight {
+    my ($uri, $key) = @_;
+    (my $path = $uri) =~ s/\?.*//;
+    my $before = upstream_count($path);
+    my $sock = send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: $key\r\n"
+                            . "Content-Length: 1\r\n\r\nx");
+    wait_until(sub { upstream_count($path) > $before }, IO_TIMEOUT)
+        or die "the original POST $uri never reached the upstream\n";
     return $sock;
 }
 
