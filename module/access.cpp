@@ -186,9 +186,7 @@ void on_claim(void* data, const ClaimResult& result)
                       "idempotency: the value under \"%V\" is not a record of this module", &ctx->redis_key);
         decide(ctx, Status::unavailable);
         break;
-    case Decision::unavailable:
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: the claim of \"%V\" failed in Redis",
-                      &ctx->redis_key);
+    case Decision::unavailable:  // the store logged why
         decide(ctx, Status::unavailable);
         break;
     }

@@ -204,13 +204,29 @@ ngx_int_t header_filter(ngx_http_request_t* r)
 
     ngx_uint_t status = r->headers_out.status;
     ctx->response_status = status;
-    ngx_http_upstream_t* u = r->upstream;
-    bool never_sent = u != nullptr && !u->request_sent;
 
-    if (status >= NGX_HTTP_INTERNAL_SERVER_ERROR && (never_sent || !ctx->conf->store_errors)) {
-        stop_capture(r, ctx);
-        release(ctx, never_sent ? "the request never reached the upstream" : "the upstream answered 5xx");
-        return next_header_filter(r);
+    if (status >= NGX_HTTP_INTERNAL_SERVER_ERROR) {
+        // One rule: never execute twice silently. A request that never left
+        // frees the key; an error nginx made after the upstream got the
+        // request (a read timeout, a broken response) keeps it, since the
+        // upstream may have executed; the upstream's own 5xx follows
+        // idempotency_store_errors.
+        ngx_http_upstream_t* u = r->upstream;
+        if (u != nullptr && !u->request_sent) {
+            stop_capture(r, ctx);
+            release(ctx, "the request never reached the upstream");
+            return next_header_filter(r);
+        }
+        if (u != nullptr && u->headers_in.status_n == 0) {
+            stop_capture(r, ctx);
+            store_unreplayable(ctx, "the upstream got the request but nginx answered it with an error");
+            return next_header_filter(r);
+        }
+        if (!ctx->conf->store_errors) {
+            stop_capture(r, ctx);
+            release(ctx, "the upstream answered 5xx");
+            return next_header_filter(r);
+        }
     }
 
     if (!collect_headers(r, ctx)) {

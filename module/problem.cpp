@@ -25,7 +25,7 @@ constexpr Problem problems[] = {
     {NGX_HTTP_CONFLICT, "request-in-progress", "Request in progress",
      "A request with this idempotency key is still being processed. Retry later to get its response."},
     {410, "response-not-replayable", "Response cannot be replayed",
-     "The request with this idempotency key was executed, but its response was too large to be stored and cannot be replayed."},
+     "The request with this idempotency key was executed (or reached the upstream and may have been), but its response could not be stored and cannot be replayed. It is not executed again."},
     {422, "key-reused", "Idempotency key reused",
      "This idempotency key was already used for a different request (method, URI or body)."},
     {NGX_HTTP_SERVICE_UNAVAILABLE, "store-unavailable", "Idempotency store unavailable",

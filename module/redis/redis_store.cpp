@@ -201,6 +201,10 @@ private:
         bool lost = reply == nullptr;
         bool granted = reply != nullptr && reply->type == REDIS_REPLY_NIL;
 
+        if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
+            ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the claim: %s",
+                          &self->server_.name, reply->str);
+        }
         if (op->callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
             Record record;
             ClaimResult result{decide(reply, op->fingerprint, record), {}};

@@ -48,6 +48,11 @@
 #                             POSTs "x" to $uri with the key and returns the
 #                             open socket once the upstream has started on it
 #                             (the original of an in-flight duplicate)
+#   start_trickle_proxy($port)
+#                             a loopback TCP proxy to $port that passes the
+#                             server's bytes on 3 at a time, 1 ms apart, so
+#                             replies reach the client split across many
+#                             reads; returns the proxy's port
 #   nginx_port()              the port Test::Nginx serves on
 #   test_nginx_defaults()     after `use Test::Nginx::Socket`: blocks keep
 #                             their order, load the built module, and get an
@@ -80,6 +85,7 @@ our @EXPORT = qw(
     redis_command upstream_count upstream_log wait_until
     redis_port upstream_port redis_pid stop_redis start_redis
     redis_key stored_kind send_request start_in_flight nginx_port test_nginx_defaults
+    start_trickle_proxy
 );
 our @EXPORT_OK = qw(start);
 
@@ -93,6 +99,7 @@ my $REPO = abs_path(File::Spec->catdir(dirname(abs_path(__FILE__)), '..', '..'))
 my $UPSTREAM_SCRIPT = "$REPO/scripts/upstream.pl";
 
 my ($owner_pid, $tmpdir);
+my @extra_pids;    # helpers started on demand (start_trickle_proxy)
 my ($redis_port, $redis_pid);
 my ($upstream_port, $upstream_pid);
 my ($watchdog_pid, $watchdog_fh);
@@ -443,6 +450,7 @@ sub cleanup {
         if (alive($watchdog_pid)) { kill 'KILL', $watchdog_pid; waitpid($watchdog_pid, 0) }
         $watchdog_pid = $watchdog_fh = undef;
     }
+    stop_pid($_) for @extra_pids;
     stop_pid($upstream_pid);
     stop_pid($redis_pid);
     $upstream_pid = $redis_pid = undef;
@@ -512,6 +520,61 @@ sub start_in_flight {
     wait_until(sub { upstream_count($path) > $before }, IO_TIMEOUT)
         or die "the original POST $uri never reached the upstream\n";
     return $sock;
+}
+
+sub start_trickle_proxy {
+    my ($target) = @_;
+    my $listen = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp', ReuseAddr => 1,
+    ) or die "IdempotencyTest: cannot listen for the trickle proxy: $!\n";
+    my $port = $listen->sockport;
+    my $pid = fork;
+    die "IdempotencyTest: fork: $!\n" unless defined $pid;
+    if ($pid == 0) {
+        $SIG{$_} = 'DEFAULT' for qw(INT TERM HUP);
+        trickle_loop($listen, $target);
+        _exit(0);
+    }
+    close $listen;
+    push @extra_pids, $pid;
+    tell_watchdog("pid $pid");
+    return $port;
+}
+
+# Relays every accepted connection to 127.0.0.1:$target; client bytes pass
+# as they come, server bytes 3 at a time. Ends when its parent stops it.
+sub trickle_loop {
+    my ($listen, $target) = @_;
+    my $select = IO::Select->new($listen);
+    my %peer;
+    my $deadline = time + 3600;
+    while (time < $deadline) {
+        for my $fh ($select->can_read(1)) {
+            if ($fh == $listen) {
+                my $client = $listen->accept or next;
+                my $server = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $target, Proto => 'tcp')
+                    or do { close $client; next };
+                @peer{$client, $server} = ($server, $client);
+                $select->add($client, $server);
+                next;
+            }
+            my $other = $peer{$fh} or next;
+            my $n = sysread($fh, my $buf, 65536);
+            if (!$n) {
+                $select->remove($fh, $other);
+                delete @peer{$fh, $other};
+                close $fh;
+                close $other;
+                next;
+            }
+            my $from_server = $fh->peerport == $target;
+            my $step = $from_server ? 3 : length $buf;
+            for (my $off = 0; $off < length $buf; $off += $step) {
+                syswrite($other, substr($buf, $off, $step)) // last;
+                sleep 0.001 if $from_server;
+            }
+        }
+    }
 }
 
 sub test_nginx_defaults {

@@ -1,0 +1,124 @@
+# Redis answering errors, and replies that arrive in many small pieces
+# (SPEC rule 10, issue 3): an error reply to the claim is a 503 with nothing
+# forwarded; a flushed script cache is reloaded by itself; a reply split
+# across many reads is parsed as one.
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use IdempotencyTest;
+use Test::Nginx::Socket 'no_plan';
+
+$ENV{TEST_NGINX_TRICKLE_PORT} = start_trickle_proxy(redis_port());
+test_nginx_defaults();
+run_tests();
+
+__DATA__
+
+=== TEST 1: Redis out of memory: 503 with Retry-After, the error logged, nothing forwarded
+--- init
+IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', '1');
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- request
+POST /err/1
+x
+--- more_headers
+Idempotency-Key: err-1
+--- error_code: 503
+--- response_headers
+Retry-After: 1
+Content-Type: application/problem+json
+--- response_body_like: "status":503
+--- error_log
+refused the claim: OOM
+
+
+=== TEST 2: ... and the upstream was not contacted
+--- request
+GET /_count/err/1
+--- response_body: 0
+
+
+=== TEST 3: a read-only replica: 503, the error logged, nothing forwarded
+--- init
+IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', '0');
+# a replica of a master that does not exist: it refuses writes
+IdempotencyTest::redis_command('REPLICAOF', '127.0.0.1', '1');
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- request
+POST /err/2
+x
+--- more_headers
+Idempotency-Key: err-2
+--- error_code: 503
+--- response_body_like: "status":503
+--- error_log
+refused the claim: READONLY
+
+
+=== TEST 4: ... and the upstream was not contacted
+--- request
+GET /_count/err/2
+--- response_body: 0
+
+
+=== TEST 5: a flushed script cache (NOSCRIPT) is reloaded and the response still stored
+--- init
+IdempotencyTest::redis_command('REPLICAOF', 'NO', 'ONE');
+IdempotencyTest::redis_command('SCRIPT', 'FLUSH');
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /err/3\nx", "POST /err/3\nx"]
+--- more_headers
+Idempotency-Key: err-3
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Upstream-Execution: 1", "X-Upstream-Execution: 1\nIdempotent-Replayed: true"]
+--- no_error_log
+[error]
+
+
+=== TEST 6: replies split across many reads are parsed as one
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_TRICKLE_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /err/4?size=1500&cookies=2\nx", "POST /err/4?size=1500&cookies=2\nx"]
+--- more_headers
+Idempotency-Key: err-4
+--- error_code eval
+[201, 201]
+--- response_body_like eval
+[qr/\A[a-zA-Z0-9\n]{1500}\z/, qr/\A[a-zA-Z0-9\n]{1500}\z/]
+--- response_headers eval
+["X-Upstream-Execution: 1", "X-Upstream-Execution: 1\nIdempotent-Replayed: true\nSet-Cookie: c1=v1, c2=v2"]
+--- no_error_log
+[error]
