@@ -89,3 +89,30 @@ Idempotency-Key: fail-3
 [503, 503]
 --- response_headers eval
 ["X-Upstream-Execution: 1\nX-Idempotency-Status: released", "X-Upstream-Execution: 2\nX-Idempotency-Status: released"]
+
+
+=== TEST 4: a client that gives up while sending its body claims nothing: its retry executes
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+my $sock = IdempotencyTest::send_request(
+    "POST /fail/4 HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: fail-4\r\n"
+    . "Content-Length: 100\r\n\r\namount=1");
+close $sock;    # 8 of the 100 bytes: the body never completes
+--- request
+POST /fail/4
+amount=100
+--- more_headers
+Idempotency-Key: fail-4
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: new
+X-Upstream-Execution: 1
+--- error_log
+client prematurely closed connection
