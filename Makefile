@@ -22,7 +22,7 @@ UNIT_BIN  := $(BUILD)/unit_tests
 
 MODULE_SRCS := $(shell find module -name '*.cpp' -o -name '*.hpp') config
 
-.PHONY: all module deps unit test prove test-valgrind run stop clean
+.PHONY: all module deps unit test prove test-valgrind run stop clean stress
 
 all: module
 
@@ -75,6 +75,11 @@ run: deps $(MODULE)
 
 stop:
 	scripts/demo.sh stop
+
+# Stress and failure-injection scenarios (scripts/stress.pl): its own Redis,
+# upstream and nginx instances on free loopback ports; non-zero on a violation.
+stress: deps $(MODULE)
+	NGINX_BIN=$(NGINX_BIN) perl scripts/stress.pl
 
 clean:
 	rm -rf $(BUILD) t/servroot

@@ -24,6 +24,29 @@ constexpr ngx_msec_t max_wait_delay = 500;    // ... doubling up to 500 ms
 
 void start_claim(ngx_http_request_t* r, RequestCtx* ctx);
 
+// Per-request lines about an outage are written at most once a second per
+// worker, with the number of requests they stand for: a Redis outage must
+// not flood the log. The connection logs the outage itself (lost, back).
+struct LogLimiter {
+    ngx_msec_t last = 0;
+    ngx_uint_t count = 0;
+
+    // true when a line may be written now; `count` is then the number of
+    // occurrences it reports (this one and the ones not written).
+    bool admit()
+    {
+        count++;
+        if (last != 0 && ngx_current_msec - last < 1000) {
+            return false;
+        }
+        last = ngx_current_msec;
+        return true;
+    }
+    ngx_uint_t take() { ngx_uint_t n = count; count = 0; return n; }
+};
+
+LogLimiter unreachable_log, timeout_log, fail_open_log;
+
 void cleanup(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
@@ -76,8 +99,11 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
         return replay(r, ctx, view(ctx->stored));
     case Status::unavailable:
         if (ctx->conf->fail_open) {
-            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                          "idempotency: store unavailable, forwarding the request unprotected");
+            if (fail_open_log.admit()) {
+                ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                              "idempotency: store unavailable, forwarding requests unprotected (%ui since the last line)",
+                              fail_open_log.take());
+            }
             return NGX_DECLINED;
         }
         return send_problem(r, NGX_HTTP_SERVICE_UNAVAILABLE, 1);
@@ -196,8 +222,11 @@ void on_claim(void* data, const ClaimResult& result)
 void on_claim_timeout(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
-    ngx_log_error(NGX_LOG_ERR, ev->log, 0, "idempotency: Redis did not answer the claim within %M ms",
-                  ctx->conf->redis_timeout);
+    if (timeout_log.admit()) {
+        ngx_log_error(NGX_LOG_ERR, ev->log, 0,
+                      "idempotency: Redis did not answer claims within %M ms (%ui since the last line)",
+                      ctx->conf->redis_timeout, timeout_log.take());
+    }
     if (ctx->pending != nullptr) {
         ctx->store->abandon(ctx->pending);
         ctx->pending = nullptr;
@@ -287,8 +316,11 @@ void start_claim(ngx_http_request_t* r, RequestCtx* ctx)
                                          on_claim, ctx);
     }
     if (ctx->pending == nullptr) {
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: Redis %V is unreachable",
-                      &conf->server->name);
+        if (unreachable_log.admit()) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "idempotency: Redis %V is unreachable (%ui requests since the last line)",
+                          &conf->server->name, unreachable_log.take());
+        }
         decide(ctx, Status::unavailable);
         resume(r);
         return;

@@ -36,7 +36,7 @@ location /_count/ {
 [qr/\A\{(?=.*"status":503[,}])(?=.*"type":")(?=.*"title":")(?=.*"detail":").*\}\z/s, qr/\A0\z/]
 
 
-=== TEST 2: idempotency_fail_open on: forwarded unprotected, with a warning in the log
+=== TEST 2: idempotency_fail_open on: forwarded unprotected
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
 --- config
@@ -55,11 +55,28 @@ Idempotency-Key: down-2
 --- response_headers eval
 ["X-Idempotency-Status: unavailable\nX-Upstream-Execution: 1\n!Idempotent-Replayed",
  "X-Idempotency-Status: unavailable\nX-Upstream-Execution: 2\n!Idempotent-Replayed"]
+
+
+=== TEST 3: idempotency_fail_open on: the forwarding is logged as a warning (at most once a second)
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+--- config
+location / {
+    idempotency on;
+    idempotency_fail_open on;
+    proxy_pass http://backend;
+}
+--- request
+POST /down/logged
+x
+--- more_headers
+Idempotency-Key: down-logged
+--- error_code: 201
 --- error_log eval
-qr/\[warn\] .*idempotency/
+qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
 
 
-=== TEST 3: Redis answering an error: 503, not forwarded
+=== TEST 4: Redis answering an error: 503, not forwarded
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -86,7 +103,7 @@ IdempotencyTest::redis_command('RPUSH', IdempotencyTest::redis_key('down-3'), 'n
 [qr/"status":503[,}]/, qr/\A0\z/]
 
 
-=== TEST 4: Redis slower than idempotency_redis_timeout: 503, not forwarded
+=== TEST 5: Redis slower than idempotency_redis_timeout: 503, not forwarded
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -113,7 +130,7 @@ IdempotencyTest::redis_command('CLIENT', 'PAUSE', 1000, 'ALL');
 [qr/"status":503[,}]/, qr/\A0\z/]
 
 
-=== TEST 5: ... once Redis answers again, the late claim does not hold off the retry
+=== TEST 6: ... once Redis answers again, the late claim does not hold off the retry
 --- init
 IdempotencyTest::redis_command('PING');    # returns when the pause is over
 # give a claim that reached Redis late the time to be released
@@ -131,7 +148,7 @@ Idempotency-Key: slow-4
  "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
 
 
-=== TEST 6: with Redis up, a request is protected as usual
+=== TEST 7: with Redis up, a request is protected as usual
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -156,7 +173,7 @@ X-Upstream-Execution: 1
 [error]
 
 
-=== TEST 7: Redis stopped: 503, not forwarded
+=== TEST 8: Redis stopped: 503, not forwarded
 --- init
 IdempotencyTest::stop_redis();
 --- request eval
@@ -171,7 +188,7 @@ IdempotencyTest::stop_redis();
 [qr/"status":503[,}]/, qr/\A0\z/]
 
 
-=== TEST 8: Redis restarted: the module reconnects by itself; keys are protected again
+=== TEST 9: Redis restarted: the module reconnects by itself; keys are protected again
 --- init
 IdempotencyTest::start_redis();
 # poll through nginx (bounded) until a protected request goes through again

@@ -33,15 +33,20 @@ struct Script {
     char sha1[41];
 };
 
-// ARGV[1] is the claim record: only its holder may store or release.
+// ARGV[1] is the claim record: only its holder may store or release. Each
+// script also answers 1 when its work is already done, so that sending it
+// again after a lost reply (its first run may have happened) is not
+// mistaken for a lost claim.
 Script complete_script{
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end return 0",
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end "
+    "if v == ARGV[2] then return 1 end return 0",
     "store the response", {}};
 
 Script release_script{
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('DEL', KEYS[1]) end return 0",
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end "
+    "if v == false then return 1 end return 0",
     "release the key", {}};
 
 Script renew_script{
