@@ -5,10 +5,21 @@
 #include <openssl/evp.h>
 
 namespace idem {
+namespace {
+
+// OpenSSL 3 looks EVP_sha256() up in its provider tables on every init; an
+// explicitly fetched implementation is looked up once per process.
+const EVP_MD* sha256_md() noexcept
+{
+    static EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched != nullptr ? fetched : EVP_sha256();
+}
+
+}  // namespace
 
 Sha256::Sha256() noexcept : ctx_(EVP_MD_CTX_new()), ok_(false)
 {
-    ok_ = ctx_ != nullptr && EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) == 1;
+    ok_ = ctx_ != nullptr && EVP_DigestInit_ex(ctx_, sha256_md(), nullptr) == 1;
 }
 
 Sha256::~Sha256()

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../conf.hpp"
+#include "resp.hpp"
 
 namespace idem::redis {
 namespace {
@@ -87,16 +88,23 @@ bool Connection::queue(int argc, const char** argv, const size_t* argv_len, Repl
         }
     }
 
-    char* cmd = nullptr;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, argv_len);
-    if (len < 0) {
+    Pending* p = take_pending();
+    size_t size = resp_size(argc, argv_len);
+    if (p == nullptr || !reserve(size)) {
+        give_back(p);
         return false;
     }
-    bool queued = enqueue(cmd, static_cast<size_t>(len), handler, data, false);
-    redisFreeCommand(cmd);
-    if (!queued) {
-        return false;
+    resp_write(out_ + out_len_, argc, argv, argv_len);
+    out_len_ += size;
+    p->handler = handler;
+    p->data = data;
+    p->next = nullptr;
+    if (tail_) {
+        tail_->next = p;
+    } else {
+        head_ = p;
     }
+    tail_ = p;
 
     if (broken) {
         return true;  // failed with the others, then queued again by its handler
@@ -120,86 +128,72 @@ void Connection::on_deferred_failure(ngx_event_t* ev)
     }
 }
 
-bool Connection::append(const char* data, size_t size) noexcept
+// Makes room for `size` more bytes at out_ + out_len_.
+bool Connection::reserve(size_t size) noexcept
 {
     if (out_pos_ > 0 && out_pos_ == out_len_) {
         out_pos_ = out_len_ = 0;
     }
-    if (out_len_ + size > out_cap_) {
-        size_t cap = out_cap_ ? out_cap_ : 4096;
-        while (cap < out_len_ - out_pos_ + size) {
-            cap *= 2;
-        }
-        auto* grown = static_cast<char*>(ngx_alloc(cap, log_));
-        if (grown == nullptr) {
-            return false;
-        }
-        std::memcpy(grown, out_ + out_pos_, out_len_ - out_pos_);
-        out_len_ -= out_pos_;
-        out_pos_ = 0;
-        ngx_free(out_);
-        out_ = grown;
-        out_cap_ = cap;
+    if (out_len_ + size <= out_cap_) {
+        return true;
     }
-    std::memcpy(out_ + out_len_, data, size);
-    out_len_ += size;
+    size_t waiting = out_len_ - out_pos_;
+    size_t cap = out_cap_ ? out_cap_ : 4096;
+    while (cap < waiting + size) {
+        cap *= 2;
+    }
+    auto* grown = static_cast<char*>(ngx_alloc(cap, log_));
+    if (grown == nullptr) {
+        return false;
+    }
+    if (waiting) {
+        std::memcpy(grown, out_ + out_pos_, waiting);
+    }
+    ngx_free(out_);
+    out_ = grown;
+    out_cap_ = cap;
+    out_pos_ = 0;
+    out_len_ = waiting;
     return true;
 }
 
-bool Connection::enqueue(const char* cmd, size_t size, ReplyHandler handler, void* data, bool front) noexcept
+Pending* Connection::take_pending() noexcept
 {
     Pending* p = free_;
     if (p != nullptr) {
         free_ = p->next;
-    } else {
-        p = static_cast<Pending*>(ngx_alloc(sizeof(Pending), log_));
-        if (p == nullptr) {
-            return false;
-        }
+        return p;
     }
+    return static_cast<Pending*>(ngx_alloc(sizeof(Pending), log_));
+}
 
-    if (front) {
-        // Handshake commands go before anything queued while we were down.
-        size_t waiting = out_len_ - out_pos_;
-        char* saved = nullptr;
-        if (waiting) {
-            saved = static_cast<char*>(ngx_alloc(waiting, log_));
-            if (saved == nullptr) {
-                p->next = free_;
-                free_ = p;
-                return false;
-            }
-            std::memcpy(saved, out_ + out_pos_, waiting);
-        }
-        out_pos_ = out_len_ = 0;
-        bool ok = append(cmd, size) && (waiting == 0 || append(saved, waiting));
-        ngx_free(saved);
-        if (!ok) {
-            p->next = free_;
-            free_ = p;
-            return false;
-        }
-    } else if (!append(cmd, size)) {
+void Connection::give_back(Pending* p) noexcept
+{
+    if (p != nullptr) {
         p->next = free_;
         free_ = p;
+    }
+}
+
+// Handshake commands go first, before anything queued while we were down.
+bool Connection::enqueue_front(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
+                               void* data) noexcept
+{
+    Pending* p = take_pending();
+    size_t size = resp_size(argc, argv_len);
+    if (p == nullptr || !reserve(size)) {
+        give_back(p);
         return false;
     }
-
+    size_t waiting = out_len_ - out_pos_;
+    std::memmove(out_ + out_pos_ + size, out_ + out_pos_, waiting);
+    resp_write(out_ + out_pos_, argc, argv, argv_len);
+    out_len_ += size;
     p->handler = handler;
     p->data = data;
-    if (front) {
-        p->next = head_;
-        head_ = p;
-        if (tail_ == nullptr) {
-            tail_ = p;
-        }
-    } else {
-        p->next = nullptr;
-        if (tail_) {
-            tail_->next = p;
-        } else {
-            head_ = p;
-        }
+    p->next = head_;
+    head_ = p;
+    if (tail_ == nullptr) {
         tail_ = p;
     }
     return true;
@@ -257,17 +251,13 @@ void Connection::connect() noexcept
 // was queued meanwhile; a failure of either closes the connection.
 bool Connection::handshake() noexcept
 {
-    char* cmd = nullptr;
-    int len;
+    // pushed to the front in reverse: AUTH goes out before SELECT
     if (server_.db != 0) {
         char db[NGX_INT_T_LEN];
         size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", server_.db) - reinterpret_cast<u_char*>(db));
         const char* argv[] = {"SELECT", db};
         const size_t lens[] = {6, db_len};
-        len = redisFormatCommandArgv(&cmd, 2, argv, lens);
-        bool ok = len > 0 && enqueue(cmd, static_cast<size_t>(len), on_handshake_reply, this, true);
-        redisFreeCommand(cmd);
-        if (!ok) {
+        if (!enqueue_front(2, argv, lens, on_handshake_reply, this)) {
             return false;
         }
     }
@@ -281,10 +271,7 @@ bool Connection::handshake() noexcept
         }
         argv[argc] = reinterpret_cast<const char*>(server_.password.data);
         lens[argc++] = server_.password.len;
-        len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-        bool ok = len > 0 && enqueue(cmd, static_cast<size_t>(len), on_handshake_reply, this, true);
-        redisFreeCommand(cmd);
-        if (!ok) {
+        if (!enqueue_front(argc, argv, lens, on_handshake_reply, this)) {
             return false;
         }
     }

@@ -1,7 +1,7 @@
 // redis/connection.hpp — one non-blocking connection from a worker to one
 // Redis server, on nginx's event loop. Commands from all requests are
-// pipelined on it; replies are matched to commands in order. hiredis is used
-// only to format commands and parse replies, never for I/O.
+// pipelined on it; replies are matched to commands in order. Commands are
+// written in RESP by resp.hpp; hiredis parses the replies; the I/O is nginx's.
 // Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
 // connect and reply timeouts. Knows nothing of requests or records.
 #pragma once
@@ -58,8 +58,10 @@ private:
     void flush() noexcept;
     void read() noexcept;
     void arm_reply_timer() noexcept;
-    bool append(const char* data, size_t size) noexcept;
-    bool enqueue(const char* cmd, size_t size, ReplyHandler handler, void* data, bool front) noexcept;
+    bool reserve(size_t size) noexcept;
+    Pending* take_pending() noexcept;
+    void give_back(Pending* p) noexcept;
+    bool enqueue_front(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data) noexcept;
     bool handshake() noexcept;
 
     static void on_read(ngx_event_t* ev);

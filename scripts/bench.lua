@@ -1,0 +1,87 @@
+-- bench.lua — the wrk request generator of scripts/bench.sh (`make bench`).
+--
+-- Settings come from the environment (wrk passes no options to init in the
+-- main state, and done() runs there):
+--   BENCH_MODE        plain | new | replay | nokey | mix
+--   BENCH_RUN         a string unique to this wrk run (keys of `new` never repeat)
+--   BENCH_BODY        the request body (JSON)
+--   BENCH_REPLAY_KEY  the key every `replay` request sends (stored beforehand)
+--   BENCH_POOL        `mix`: replays pick one of BENCH_POOL keys BENCH_REPLAY_KEY-0 ...
+--   BENCH_STOP_AFTER  stop each thread after this many requests (0: run for -d)
+--
+-- Every mode builds its request the same way (one Lua call per request,
+-- a few string concatenations), so wrk's own cost is the same in all cells.
+-- `plain` sends to /plain/pay (no module), the others to /idem/pay.
+-- At the end one line starting with "BENCH " gives the figures scripts/bench.sh
+-- parses (latencies in microseconds).
+
+local mode       = os.getenv("BENCH_MODE") or "plain"
+local run        = os.getenv("BENCH_RUN") or tostring(os.time())
+local body       = os.getenv("BENCH_BODY") or '{"amount":1000,"currency":"eur"}'
+local replay_key = os.getenv("BENCH_REPLAY_KEY") or "bench-replay"
+local pool       = tonumber(os.getenv("BENCH_POOL") or "64")
+local stop_after = tonumber(os.getenv("BENCH_STOP_AFTER") or "0")
+
+local thread_count = 0
+function setup(thread)
+    thread_count = thread_count + 1
+    thread:set("tid", thread_count)
+end
+
+local function head(path)
+    return "POST " .. path .. " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        .. "Content-Length: " .. #body .. "\r\n"
+end
+
+local tail = "\r\n" .. body
+local plain_req = head("/plain/pay") .. tail
+local nokey_req = head("/idem/pay") .. tail
+local key_head  = head("/idem/pay") .. "Idempotency-Key: "
+local replay_req = key_head .. replay_key .. "\r\n" .. tail
+local prefix
+local sent = 0
+
+function init(args)
+    -- a random part per thread as well as the run id and thread number
+    math.randomseed(os.time() + (tid or 0) * 7919 + math.floor((os.clock() * 1e6) % 1e6))
+    prefix = run .. "-" .. tostring(tid or 0) .. "-" .. string.format("%08x", math.random(0, 0x7fffffff)) .. "-"
+end
+
+local function fresh()
+    return key_head .. prefix .. sent .. "\r\n" .. tail
+end
+
+local builders = {
+    plain  = function() return plain_req end,
+    nokey  = function() return nokey_req end,
+    replay = function() return replay_req end,
+    new    = fresh,
+    -- 40% new keys, 40% replays of the pool's keys, 20% without a key
+    mix    = function()
+        local slot = sent % 10
+        if slot < 4 then return fresh() end
+        if slot < 8 then
+            return key_head .. replay_key .. "-" .. (sent % pool) .. "\r\n" .. tail
+        end
+        return nokey_req
+    end,
+}
+local build = builders[mode] or error("BENCH_MODE: unknown mode " .. mode)
+
+function request()
+    sent = sent + 1
+    if stop_after > 0 and sent >= stop_after then
+        wrk.thread:stop()
+    end
+    return build()
+end
+
+function done(summary, latency, requests)
+    local e = summary.errors
+    io.write(string.format(
+        "BENCH mode=%s requests=%d duration_us=%d p50_us=%d p90_us=%d p99_us=%d max_us=%d "
+        .. "status_errors=%d connect=%d read=%d write=%d timeout=%d\n",
+        mode, summary.requests, summary.duration,
+        latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max,
+        e.status, e.connect, e.read, e.write, e.timeout))
+end
