@@ -22,7 +22,7 @@ UNIT_BIN  := $(BUILD)/unit_tests
 
 MODULE_SRCS := $(shell find module -name '*.cpp' -o -name '*.hpp') config
 
-.PHONY: all module deps unit test prove test-valgrind run stop clean stress
+.PHONY: all module deps unit test prove test-valgrind run stop clean stress instructions
 
 all: module
 
@@ -64,6 +64,11 @@ prove: $(MODULE)
 test: deps
 	$(MAKE) unit
 	$(MAKE) prove
+
+# Instructions per request (callgrind), per cell and for the module's own work.
+instructions: deps $(MODULE)
+	@command -v valgrind >/dev/null || { echo "valgrind is needed: apt-get install valgrind" >&2; exit 1; }
+	NGINX_BIN=$(NGINX_BIN) scripts/instructions.sh
 
 # The suite with every nginx under valgrind memcheck; fails on any report.
 test-valgrind: deps $(MODULE)
