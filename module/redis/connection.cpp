@@ -27,6 +27,9 @@ Connection::Connection(const RedisServer& server, ngx_log_t* log) noexcept : ser
     failure_event_.handler = on_deferred_failure;
     failure_event_.data = this;
     failure_event_.log = log;
+    flush_event_.handler = on_flush;
+    flush_event_.data = this;
+    flush_event_.log = log;
 }
 
 Connection::~Connection()
@@ -34,6 +37,9 @@ Connection::~Connection()
     closing_ = true;
     if (failure_event_.posted) {
         ngx_delete_posted_event(&failure_event_);
+    }
+    if (flush_event_.posted) {
+        ngx_delete_posted_event(&flush_event_);
     }
     dispatching_ = 0;
     fail(nullptr, 0);
@@ -110,12 +116,25 @@ bool Connection::queue(int argc, const char** argv, const size_t* argv_len, Repl
         return true;  // failed with the others, then queued again by its handler
     }
     if (state_ == State::up) {
-        flush();
+        // Commands from every request handled in this turn of the event
+        // loop leave together, after its I/O events: one send() for many,
+        // and Redis reads them in one go.
+        if (!flush_event_.posted) {
+            ngx_post_event(&flush_event_, &ngx_posted_events);
+        }
     } else if (state_ == State::down && !retry_event_.timer_set) {
         // Nothing else will bring the connection back for this command.
         ngx_add_timer(&retry_event_, retry_at_ > ngx_current_msec ? retry_at_ - ngx_current_msec : 1);
     }
     return true;
+}
+
+void Connection::on_flush(ngx_event_t* ev)
+{
+    auto* self = static_cast<Connection*>(ev->data);
+    if (self->state_ == State::up) {
+        self->flush();
+    }
 }
 
 void Connection::on_deferred_failure(ngx_event_t* ev)
@@ -491,12 +510,6 @@ void Connection::read() noexcept
                 const char* why = deferred_failure_;
                 deferred_failure_ = nullptr;
                 fail(why, 0);
-                return;
-            }
-        }
-        if (out_len_ > out_pos_) {
-            flush();  // handlers queued commands
-            if (conn_ == nullptr) {
                 return;
             }
         }

@@ -68,6 +68,7 @@ private:
     static void on_write(ngx_event_t* ev);
     static void on_retry(ngx_event_t* ev);
     static void on_deferred_failure(ngx_event_t* ev);
+    static void on_flush(ngx_event_t* ev);
     static void on_handshake_reply(void* data, redisReply* reply);
 
     const RedisServer& server_;
@@ -91,6 +92,7 @@ private:
     ngx_msec_t retry_at_ = 0;
     ngx_event_t retry_event_{};
     ngx_event_t failure_event_{};  // runs a failure found inside command()
+    ngx_event_t flush_event_{};    // writes what this event-loop turn queued, in one send()
     bool closing_ = false;    // worker exit: accept nothing more
     int dispatching_ = 0;     // inside reply handlers or command(): defer failures
     const char* deferred_failure_ = nullptr;
