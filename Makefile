@@ -22,7 +22,7 @@ UNIT_BIN  := $(BUILD)/unit_tests
 
 MODULE_SRCS := $(shell find module -name '*.cpp' -o -name '*.hpp') config
 
-.PHONY: all module deps unit test prove test-valgrind run stop clean stress instructions
+.PHONY: all module deps unit test prove test-valgrind run stop clean stress instructions bench
 
 all: module
 
@@ -85,6 +85,13 @@ stop:
 # upstream and nginx instances on free loopback ports; non-zero on a violation.
 stress: deps $(MODULE)
 	NGINX_BIN=$(NGINX_BIN) perl scripts/stress.pl
+
+# The benchmark (scripts/bench.sh): plain proxy vs. the module (new key,
+# replay, no key) with wrk on loopback, Redis commands per request, worker
+# RSS; about 4 minutes; results in build/bench/results.md.
+# `make bench BENCH_ARGS=--quick` for about 1 minute.
+bench: deps $(MODULE)
+	NGINX_BIN=$(NGINX_BIN) scripts/bench.sh $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) t/servroot

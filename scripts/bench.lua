@@ -7,7 +7,6 @@
 --   BENCH_BODY        the request body (JSON)
 --   BENCH_REPLAY_KEY  the key every `replay` request sends (stored beforehand)
 --   BENCH_POOL        `mix`: replays pick one of BENCH_POOL keys BENCH_REPLAY_KEY-0 ...
---   BENCH_STOP_AFTER  stop each thread after this many requests (0: run for -d)
 --
 -- Every mode builds its request the same way (one Lua call per request,
 -- a few string concatenations), so wrk's own cost is the same in all cells.
@@ -20,7 +19,6 @@ local run        = os.getenv("BENCH_RUN") or tostring(os.time())
 local body       = os.getenv("BENCH_BODY") or '{"amount":1000,"currency":"eur"}'
 local replay_key = os.getenv("BENCH_REPLAY_KEY") or "bench-replay"
 local pool       = tonumber(os.getenv("BENCH_POOL") or "64")
-local stop_after = tonumber(os.getenv("BENCH_STOP_AFTER") or "0")
 
 local thread_count = 0
 function setup(thread)
@@ -70,9 +68,6 @@ local build = builders[mode] or error("BENCH_MODE: unknown mode " .. mode)
 
 function request()
     sent = sent + 1
-    if stop_after > 0 and sent >= stop_after then
-        wrk.thread:stop()
-    end
     return build()
 end
 

@@ -21,17 +21,21 @@
 #   replay  the module on, one key stored beforehand, every request replays it
 #   nokey   the module on, requests without a key
 # Reported per cell: median requests/s, median p50 and p99 latency, the rps
-# ratio to plain and the p99 added over plain; Redis commands per request
-# (INFO commandstats / INFO stats over round 1, and a MONITOR sample for the
-# commands the gateway itself sends); then the worker's VmRSS over about
-# 1,000,000 mixed requests (bounded by count and time). The table goes to
+# ratio to plain and the p99 added over plain; CPU time per request of the
+# gateway worker, the upstream worker, redis-server and the whole machine
+# (with the share the hypervisor stole, which makes figures noisy); Redis
+# commands per request (INFO commandstats / INFO stats over round 1, and a
+# MONITOR sample for the commands the gateway itself sends); then the
+# worker's VmRSS over about 1,000,000 mixed requests (bounded by count and
+# time). The table goes to
 # stdout and to build/bench/results.md. The issue's targets are printed for
 # information: the exit status is non-zero only when the benchmark could not
 # run (a process did not start, requests failed).
 #
-# Default: 5 rounds of 5 s per cell plus a 60 s memory run (about 4 minutes).
+# Default: 5 rounds of 5 s per cell plus a memory run of at most 60 s
+# (2.5 to 4 minutes).
 # --quick: 3 rounds of 2 s and a 20 s memory run (about 1 minute).
-# --rss: only the memory run (up to 200 s, or --rss-seconds).
+# --rss: only the memory run (up to 200 s, or --rss-seconds), to build/bench/rss.md.
 #
 # Environment: NGINX_BIN, REDIS_SERVER, REDIS_CLI, WRK (default: from PATH).
 set -euo pipefail
@@ -277,28 +281,34 @@ check_gateway() {  # check_gateway PORT KEY: the cells answer what they should; 
 
 CELLS=(plain new replay nokey)
 
-# run_wrk PURPOSE MODE SECONDS PORT LOG [CONNS] [STOP_AFTER]: sets $wrk_line (the BENCH line)
+# wrk_start PURPOSE MODE SECONDS PORT LOG [CONNS]: wrk in the background
+# (WRK_PID: the `timeout` around it, which passes INT on to wrk);
+# wrk_finish: waits for it and sets $wrk_line (the BENCH line of bench.lua).
+# run_wrk: both.
 declare -a WRK_FORMS=()    # the distinct command lines, for the report
 declare -A WRK_MODES=()
-run_wrk() {
-    local purpose=$1 mode=$2 secs=$3 port=$4 log=$5 c=${6:-$conns} stop=${7:-0} t=$threads
+wrk_start() {
+    local purpose=$1 mode=$2 secs=$3 port=$4 log=$5 c=${6:-$conns} t=$threads
     [ "$c" -lt "$t" ] && t=$c
     local run="$RUN_ID-$((++WRK_RUNS))"
     local cmd=(env BENCH_MODE="$mode" BENCH_RUN="$run" BENCH_REPLAY_KEY="$REPLAY_KEY" BENCH_POOL="$POOL"
-               BENCH_STOP_AFTER="$stop" "$WRK" -t"$t" -c"$c" -d"${secs}s" --latency --timeout 5s
-               -s "$LUA" "http://127.0.0.1:$port/")
-    local form="$purpose: BENCH_RUN=<unique per run> BENCH_STOP_AFTER=$([ "$stop" = 0 ] && echo 0 || echo N)"
-    form+=" wrk -t$t -c$c -d$([ "$stop" = 0 ] && echo "${secs}s" || echo '<seconds left>') --latency --timeout 5s -s scripts/bench.lua http://127.0.0.1:PORT/"
+               "$WRK" -t"$t" -c"$c" -d"${secs}s" --latency --timeout 5s -s "$LUA" "http://127.0.0.1:$port/")
+    local form="$purpose: BENCH_RUN=<unique per run> wrk -t$t -c$c -d${secs}s --latency --timeout 5s"
+    form+=" -s scripts/bench.lua http://127.0.0.1:PORT/"
     if [ -z "${WRK_MODES[$form]+x}" ]; then WRK_FORMS+=("$form"); WRK_MODES[$form]=""; fi
     [[ " ${WRK_MODES[$form]} " == *" $mode "* ]] || WRK_MODES[$form]+=" $mode"
     start_bg wrk "$log" timeout --signal=INT --kill-after=5 $((secs + 30)) "${cmd[@]}"
-    local rc=0
-    wait "$started_pid" || rc=$?
-    STOPPED[$started_pid]=1
-    [ "$rc" -eq 0 ] || die "wrk ($mode) failed (exit $rc); see $log"
-    wrk_line=$(grep '^BENCH ' "$log" | tail -1)
-    [ -n "$wrk_line" ] || die "wrk ($mode) printed no figures; see $log"
+    WRK_PID=$started_pid WRK_LOG=$log WRK_MODE=$mode
 }
+wrk_finish() {
+    local rc=0
+    wait "$WRK_PID" || rc=$?
+    STOPPED[$WRK_PID]=1
+    [ "$rc" -eq 0 ] || die "wrk ($WRK_MODE) failed (exit $rc); see $WRK_LOG"
+    wrk_line=$(grep '^BENCH ' "$WRK_LOG" | tail -1)
+    [ -n "$wrk_line" ] || die "wrk ($WRK_MODE) printed no figures; see $WRK_LOG"
+}
+run_wrk() { wrk_start "$@"; wrk_finish; }
 WRK_RUNS=0
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$wrk_line"; }
@@ -317,7 +327,8 @@ ERRORS=0
 redis_snapshot() {
     rcli INFO all | tr -d '\r' | perl -ne '
         print "total $1\n" if /^total_commands_processed:(\d+)/;
-        print "$1 $2\n" if /^cmdstat_(\S+?):calls=(\d+)/;'
+        print "reads $1\n" if /^total_reads_processed:(\d+)/;
+        print "$1 $2 $3\n" if /^cmdstat_(\S+?):calls=(\d+),usec=(\d+)/;'
 }
 
 # Commands per request between two snapshots; prints a line for the summary.
@@ -326,18 +337,19 @@ redis_per_request() {  # BEFORE AFTER REQUESTS
     perl -e '
         my ($bf, $af, $n) = @ARGV;
         my (%b, %a);
-        for my $f ([$bf, \%b], [$af, \%a]) { open my $fh, "<", $f->[0] or die; while (<$fh>) { my ($k, $v) = split; $f->[1]{$k} = $v } }
+        for my $f ([$bf, \%b], [$af, \%a]) { open my $fh, "<", $f->[0] or die; while (<$fh>) { my ($k, $v, $us) = split; $f->[1]{$k} = $v; $f->[1]{"usec:$k"} = $us // 0 } }
         my $ours = ($a{info} // 0) - ($b{info} // 0);
         my $total = $a{total} - $b{total} - $ours;
         my (@cmds, $sum);
         for my $k (sort { ($a{$b} - ($b{$b} // 0)) <=> ($a{$a} - ($b{$a} // 0)) || $a cmp $b } keys %a) {
-            next if $k eq "total" || $k eq "info";
+            next if $k eq "total" || $k eq "info" || $k eq "reads" || $k =~ /^usec:/;
             my $d = $a{$k} - ($b{$k} // 0);
             next unless $d;
             $sum += $d;
-            push @cmds, sprintf("%s %.2f", uc $k, $d / $n);
+            push @cmds, sprintf("%s %.2f × %.2f µs", uc $k, $d / $n, ($a{"usec:$k"} - ($b{"usec:$k"} // 0)) / $d);
         }
-        printf "%d|%s|%.2f|%.2f\n", $n, join(", ", @cmds) || "none", ($sum // 0) / $n, $total / $n;
+        my $reads = ($a{reads} // 0) - ($b{reads} // 0) - $ours;
+        printf "%d|%s|%.2f|%.2f|%.2f\n", $n, join(", ", @cmds) || "none", ($sum // 0) / $n, $total / $n, $reads / $n;
     ' "$1" "$2" "$3"
 }
 
@@ -395,29 +407,46 @@ write_upstream_conf "$tmp/upstream"
 start_nginx upstream "$tmp/upstream"
 UP_PID=$started_pid
 wait_for "the upstream nginx" "$UP_PID" curl -sf -o /dev/null -X POST "http://127.0.0.1:$UP_PORT/" -w '%{http_code}' --max-time 2
-note "upstream nginx master $UP_PID on 127.0.0.1:$UP_PORT, worker $(workers_of "$UP_PID" | xargs)"
+UP_WORKER=$(workers_of "$UP_PID" | head -1)
+note "upstream nginx master $UP_PID on 127.0.0.1:$UP_PORT, worker $UP_WORKER"
 
 start_gateway() {  # start_gateway NAME PORT: sets GW_PID, GW_WORKER
     local d="$tmp/$1"
     mkdir -p "$d"
     write_gateway_conf "$d" "$2"
     start_nginx "$1" "$d"
-    GW_PID=$started_pid
+    GW_PID=$started_pid GW_NAME=$1
     wait_for "the $1 nginx" "$GW_PID" curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$2/bench-status"
     GW_WORKER=$(workers_of "$GW_PID" | head -1)
     [ -n "$GW_WORKER" ] || die "the $1 nginx has no worker"
     note "$1 nginx master $GW_PID on 127.0.0.1:$2, worker $GW_WORKER"
 }
 
-stop_gateway() {
+LOG_FINDINGS=()
+stop_gateway() {  # stops it and keeps what its error log says (warn and above)
     stop_pid "$GW_PID" TERM
+    local log="$tmp/$GW_NAME/error.log" n
+    n=$(grep -c '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log" 2>/dev/null || true)
+    if [ "${n:-0}" -gt 0 ]; then
+        LOG_FINDINGS+=("$GW_NAME: $n lines at warn or above, first: $(grep -m1 '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log")")
+        note "the $GW_NAME error log has $n lines at warn or above"
+    fi
+}
+
+# CPU time so far (ns, /proc/PID/schedstat) of the gateway worker, the
+# upstream worker and redis-server, then the machine's busy and idle ticks.
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+export CLK_TCK
+proc_ns() { local a; if read -r a _ <"/proc/$1/schedstat" 2>/dev/null; then echo "$a"; else echo 0; fi; }
+cpu_snap() {
+    echo "$(proc_ns "$GW_WORKER") $(proc_ns "$UP_WORKER") $(proc_ns "$REDIS_PID")" \
+         "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6, $9 }' /proc/stat)"
 }
 
 vm_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo '?'; }
 
 RESULTS="$tmp/results.tsv"
 : >"$RESULTS"
-REDIS_LINES=()
 RSS_LINES=()
 RSS_NOTE=""
 
@@ -455,7 +484,9 @@ if [ "$do_cells" = 1 ]; then
                 redis_snapshot >"$tmp/redis-before-$cell"
                 req_before=$(stub_requests "$GW_PORT")
             fi
+            cpu_before=$(cpu_snap)
             run_wrk "the rounds" "$cell" "$duration" "$GW_PORT" "$tmp/wrk-r$r-$cell.log"
+            cpu_after=$(cpu_snap)
             check_errors "round $r $cell"
             if [ "$r" = 1 ] && [[ "$cell" == new || "$cell" == replay ]]; then
                 sleep 0.3   # requests still in flight when wrk stopped finish their Redis work
@@ -466,8 +497,15 @@ if [ "$do_cells" = 1 ]; then
             fi
             req=$(field requests) dur=$(field duration_us)
             rps=$(perl -e 'printf "%.0f", $ARGV[0] / ($ARGV[1] / 1e6)' "$req" "$dur")
-            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$cell" "$rps" "$(field p50_us)" "$(field p99_us)" "$req" >>"$RESULTS"
-            line+=" $cell $rps rps (p99 $(perl -e 'printf "%.2f", $ARGV[0] / 1000' "$(field p99_us)") ms);"
+            cpu=$(perl -e '
+                my ($n, @v) = @ARGV;
+                my $CLK_TCK = $ENV{CLK_TCK} || 100;
+                my @d = map { $v[$_ + 6] - $v[$_] } 0 .. 5;
+                my $all = ($d[3] + $d[4] + $d[5]) || 1;
+                printf "%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%.0f", $d[0] / 1e3 / $n, $d[1] / 1e3 / $n, $d[2] / 1e3 / $n,
+                    100 * $d[3] / $all, $d[3] * 1e6 / $CLK_TCK / $n, 100 * $d[5] / $all;' "$req" $cpu_before $cpu_after)
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$cell" "$rps" "$(field p50_us)" "$(field p99_us)" "$req" "$cpu" >>"$RESULTS"
+            line+=" $cell $rps rps (p99 $(perl -e 'printf "%.2f", $ARGV[0] / 1000' "$(field p99_us)") ms, steal $(cut -f6 <<<"$cpu")%);"
         done
         note "${line%;}"
     done
@@ -477,7 +515,6 @@ fi
 # ------------------------------------------------------------------ memory
 
 if [ "$do_rss" = 1 ]; then
-    rss_deadline=$(( $(date +%s) + rss_seconds ))
     start_gateway rss-gateway "$RSS_PORT"
     check_gateway "$RSS_PORT" "$REPLAY_KEY-rss-check"
     for ((i = 0; i < POOL; i++)); do
@@ -485,30 +522,58 @@ if [ "$do_rss" = 1 ]; then
     done
     base=$(stub_requests "$RSS_PORT")
     rss0=$(vm_rss "$GW_WORKER")
-    RSS_LINES+=("start (after $base set-up requests)|0|$rss0")
+    RSS_LINES+=("start|0|$rss0|0")
     note "memory run: worker $GW_WORKER VmRSS $rss0 kB at start; mix 40% new / 40% replay ($POOL keys) / 20% no key, up to $rss_requests requests or ${rss_seconds}s"
-    done_n=0
-    rss_first=""
-    rss_t0=$(date +%s.%N)
-    for cp in 10000 100000 500000 1000000 "$rss_requests"; do
-        [ "$cp" -le "$rss_requests" ] || continue
-        [ "$cp" -gt "$done_n" ] || continue
-        left=$((rss_deadline - $(date +%s)))
-        if [ "$left" -lt 1 ]; then RSS_NOTE="time limit (${rss_seconds}s) reached before $cp requests"; break; fi
-        need=$((cp - done_n))
-        per_thread=$(( (need + threads - 1) / threads ))
-        run_wrk "memory run, up to each checkpoint" mix "$left" "$RSS_PORT" "$tmp/wrk-rss-$cp.log" "$conns" "$per_thread"
-        check_errors "memory run to $cp"
-        sleep 0.2
-        done_n=$(( $(stub_requests "$RSS_PORT") - base ))
-        rss=$(vm_rss "$GW_WORKER")
-        alive "$GW_WORKER" || die "the gateway worker $GW_WORKER is gone (crashed?)"
-        [ -n "$rss_first" ] || rss_first=$rss
-        t=$(perl -e 'printf "%.1f", $ARGV[1] - $ARGV[0]' "$rss_t0" "$(date +%s.%N)")
-        RSS_LINES+=("$cp|$done_n|$rss|$t")
-        note "after $done_n requests (checkpoint $cp, ${t}s): worker VmRSS $rss kB"
-        if [ "$done_n" -lt "$cp" ]; then RSS_NOTE="time limit (${rss_seconds}s) reached at $done_n requests"; break; fi
-    done
+    # wrk runs for the time limit; a poller (stub_status every 20 ms) reads the
+    # worker's VmRSS as the count passes each checkpoint and stops wrk (INT) at
+    # the last one.
+    cps=()
+    for cp in 10000 100000 500000 1000000; do [ "$cp" -lt "$rss_requests" ] && cps+=("$cp"); done
+    cps+=("$rss_requests")
+    wrk_start "memory run (stopped by the poller at the request count)" mix "$rss_seconds" "$RSS_PORT" "$tmp/wrk-rss.log"
+    start_bg "rss poller" "$tmp/rss-poller.log" perl -MIO::Socket::INET -MTime::HiRes=time,sleep -e '
+        my ($port, $worker, $wrk, $base, @cps) = @ARGV;
+        $| = 1;
+        my ($t0, $polls) = (time, 0);
+        sub count {
+            my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $port, Timeout => 2) or return;
+            print $s "GET /bench-status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+            local $/; my $r = <$s> // "";
+            $polls++;
+            return $r =~ /^\s*\d+\s+\d+\s+(\d+)\s*$/m ? $1 : undef;
+        }
+        sub rss { open my $fh, "<", "/proc/$worker/status" or return "?"; while (<$fh>) { return $1 if /^VmRSS:\s+(\d+)/ } "?" }
+        while (@cps && kill 0, $wrk) {
+            my $n = count();
+            if (defined $n) {
+                my $done = $n - $base - $polls;
+                while (@cps && $done >= $cps[0]) {
+                    my $cp = shift @cps;
+                    printf "%d|%d|%s|%.1f\n", $cp, $done, rss(), time - $t0;
+                }
+                kill "INT", $wrk unless @cps;
+            }
+            sleep 0.02;
+        }
+    ' "$RSS_PORT" "$GW_WORKER" "$WRK_PID" "$base" "${cps[@]}"
+    poller=$started_pid
+    wrk_finish
+    check_errors "memory run"
+    stop_pid "$poller" TERM
+    while IFS= read -r l; do
+        [[ "$l" =~ ^[0-9]+\|[0-9]+\| ]] || continue
+        RSS_LINES+=("$l")
+        IFS='|' read -r cp n rss t <<<"$l"
+        note "after $n requests (checkpoint $cp, ${t}s): worker VmRSS $rss kB"
+    done <"$tmp/rss-poller.log"
+    sleep 0.3
+    alive "$GW_WORKER" || die "the gateway worker $GW_WORKER is gone (crashed?)"
+    done_n=$(( $(stub_requests "$RSS_PORT") - base ))
+    rss=$(vm_rss "$GW_WORKER")
+    RSS_LINES+=("idle after the run|$done_n|$rss|")
+    note "after the run ($done_n requests, $(field requests) counted by wrk), idle: worker VmRSS $rss kB"
+    last_cp=${cps[-1]}
+    [ "$done_n" -ge "$last_cp" ] || RSS_NOTE="time limit (${rss_seconds}s) reached at $done_n requests, before $last_cp"
     [ -z "$RSS_NOTE" ] || note "$RSS_NOTE"
     stop_gateway
 fi
@@ -522,7 +587,7 @@ report="$tmp/report.md"
     echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "- machine: $(nproc) CPUs ($CPU_MODEL), $(uname -sr), $(awk '/MemTotal/ { printf "%.1f GB", $2 / 1048576 }' /proc/meminfo)"
     echo "- nginx: $NGINX_VERSION ($NGINX_BIN); redis: $REDIS_VERSION; wrk: $WRK_VERSION"
-    echo "- module: build/ngx_http_idempotency_module.so, commit $GIT_REV"
+    echo "- module: build/ngx_http_idempotency_module.so, commit $GIT_REV, built $(date -u -r "$MODULE" '+%Y-%m-%d %H:%M:%S UTC'), sha256 $(sha256sum "$MODULE" | cut -c1-16)"
     echo "- everything on 127.0.0.1 on the same machine: wrk, the gateway (1 worker), the upstream nginx (1 worker), redis-server"
     if [ "$do_cells" = 1 ]; then
         echo "- $rounds rounds, ${duration}s per cell per round (order rotating), ${warmup}s warm-up per cell; medians over the rounds"
@@ -546,31 +611,47 @@ report="$tmp/report.md"
                 printf "| %s | %.0f | %.0f–%.0f | %.3f | %.3f | %.3f | %+.3f |\n", $c, $m{$c}{rps}, $r[0], $r[-1],
                     $m{$c}{rps} / $m{plain}{rps}, $m{$c}{p50} / 1000, $m{$c}{p99} / 1000, ($m{$c}{p99} - $m{plain}{p99}) / 1000;
             }
+            print "\nCPU time per request (medians; from /proc/PID/schedstat, all processes share the same $ARGV[2] CPUs):\n\n";
+            print "| cell | gateway worker µs | upstream worker µs | redis-server µs | whole machine µs (wrk, kernel included) | machine busy | stolen by the hypervisor |\n";
+            print "|---|---:|---:|---:|---:|---:|---:|\n";
+            my %c;
+            open my $in, "<", $file or die;
+            while (<$in>) { chomp; my @f = split /\t/; push @{ $c{$f[1]}[$_] }, $f[6 + $_] for 0 .. 5 }
+            for my $cell (qw(plain new replay nokey)) {
+                next unless $c{$cell};
+                printf "| %s | %.1f | %.1f | %.1f | %.1f | %.0f %% | %.0f %% |\n", $cell, map { med(@{ $c{$cell}[$_] }) } 0 .. 2, 4, 3, 5;
+            }
             open my $out, ">", "$file.medians" or die;
             for my $c (keys %m) { print $out join("\t", $c, $m{$c}{rps} / $m{plain}{rps}, ($m{$c}{p99} - $m{plain}{p99}) / 1000), "\n" }
-        ' "$RESULTS" "$rounds"
+        ' "$RESULTS" "$rounds" "$(nproc)"
         echo
         echo "Per round (requests/s):"
         echo
         echo '```'
         perl -e '
             my %v; my @rounds;
-            while (<STDIN>) { chomp; my ($r, $c, $rps, $p50, $p99) = split /\t/; $v{$r}{$c} = sprintf "%6d (p99 %.2f ms)", $rps, $p99 / 1000; push @rounds, $r unless grep { $_ == $r } @rounds }
-            printf "%-6s %-22s %-22s %-22s %-22s\n", "round", qw(plain new replay nokey);
-            for my $r (@rounds) { printf "%-6s %-22s %-22s %-22s %-22s\n", $r, map { $v{$r}{$_} // "-" } qw(plain new replay nokey) }
+            while (<STDIN>) { chomp; my ($r, $c, $rps, $p50, $p99) = split /\t/; $v{$r}{$c} = sprintf "%6d (p99 %5.2f ms, steal %2d%%)", $rps, $p99 / 1000, (split /\t/)[11] // 0; push @rounds, $r unless grep { $_ == $r } @rounds }
+            printf "%-6s %-34s %-34s %-34s %-34s\n", "round", qw(plain new replay nokey);
+            for my $r (@rounds) { printf "%-6s %-34s %-34s %-34s %-34s\n", $r, map { $v{$r}{$_} // "-" } qw(plain new replay nokey) }
         ' <"$RESULTS"
         echo '```'
+        perl -e '
+            my ($n, $bad) = (0, 0);
+            while (<STDIN>) { chomp; my @f = split /\t/; $n++; $bad++ if ($f[11] // 0) > 10 }
+            print "\nNote: $bad of $n cell runs lost more than 10 % of the machine to the hypervisor (steal);",
+                  " they are in the medians. Rerun on a quiet machine for firmer figures.\n" if $bad;
+        ' <"$RESULTS"
         echo
         echo "## Redis commands per request"
         echo
-        echo "| cell | sent by the gateway (MONITOR sample) | INFO commandstats, round 1 (includes the commands Lua scripts run inside Redis) | total_commands_processed, round 1 |"
-        echo "|---|---|---|---|"
+        echo "| cell | sent by the gateway (MONITOR sample) | INFO commandstats, round 1: calls per request × Redis CPU µs per call (includes the commands Lua scripts run inside Redis; EVALSHA's time includes theirs) | total_commands_processed, round 1 | Redis socket reads (total_reads_processed), round 1 |"
+        echo "|---|---|---|---|---|"
         for cell in new replay nokey; do
             if [ -n "${STATS[$cell]:-}" ]; then
-                IFS='|' read -r n cmds sum total <<<"${STATS[$cell]}"
-                echo "| $cell | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | $sum ($cmds; $n requests) | $total |"
+                IFS='|' read -r n cmds sum total reads <<<"${STATS[$cell]}"
+                echo "| $cell | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | $sum ($cmds; $n requests) | $total | $reads |"
             else
-                echo "| $cell | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | — | — |"
+                echo "| $cell | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | — | — | — |"
             fi
         done
         echo
@@ -599,14 +680,14 @@ report="$tmp/report.md"
         echo
         echo "## Gateway worker memory (VmRSS)"
         echo
-        echo "One worker, a fresh gateway, wrk -t$threads -c$conns, 40% new keys / 40% replays of $POOL stored keys / 20% without a key; VmRSS read from /proc/PID/status between wrk runs; bounded by $rss_requests requests and ${rss_seconds}s."
+        echo "One worker, a fresh gateway, wrk -t$threads -c$conns, 40% new keys / 40% replays of $POOL stored keys / 20% without a key; VmRSS read from /proc/PID/status under load as the request count (stub_status) passes each checkpoint; bounded by $rss_requests requests and ${rss_seconds}s."
         echo
         echo "| checkpoint | requests done | VmRSS kB | change from the first checkpoint | seconds |"
         echo "|---|---:|---:|---:|---:|"
         first=""
         for l in "${RSS_LINES[@]}"; do
             IFS='|' read -r cp n rss t <<<"$l"
-            if [[ "$cp" == start* ]]; then echo "| $cp | 0 | $rss | | 0 |"; continue; fi
+            if [ "$cp" = start ]; then echo "| start (idle) | 0 | $rss | | |"; continue; fi
             [ -n "$first" ] || first=$rss
             echo "| $cp | $n | $rss | $(perl -e 'printf "%+.1f %%", 100 * ($ARGV[1] - $ARGV[0]) / $ARGV[0]' "$first" "$rss") | $t |"
         done
@@ -615,6 +696,13 @@ report="$tmp/report.md"
     if [ "$ERRORS" -ne 0 ]; then
         echo
         echo "**$ERRORS requests failed (non-2xx or socket errors); see the wrk logs.**"
+    fi
+    echo
+    if [ ${#LOG_FINDINGS[@]} -eq 0 ]; then
+        echo "Gateway error logs (level warn): empty."
+    else
+        echo "Gateway error logs (level warn):"
+        for l in "${LOG_FINDINGS[@]}"; do echo "- $l"; done
     fi
     echo
     echo "## Commands"
@@ -632,8 +720,7 @@ report="$tmp/report.md"
     done
     echo '```'
     echo
-    echo "In \`mix\` (the memory run) wrk stops after BENCH_STOP_AFTER requests per thread, or at -d. Each \`new\` key is"
-    echo "BENCH_RUN-thread-random-counter, with BENCH_RUN unique to every wrk run, so keys never repeat."
+    echo "Each \`new\` key is BENCH_RUN-thread-random-counter, with BENCH_RUN unique to every wrk run, so keys never repeat."
     echo
     echo "<details><summary>upstream nginx.conf</summary>"
     echo
@@ -655,8 +742,11 @@ report="$tmp/report.md"
 # stdout: the report without the configuration details
 echo
 sed '/^<details>/,$d' "$report"
-cp "$report" "$OUT_DIR/results.md"
+result_file="$OUT_DIR/results.md"
+[ "$do_cells" = 1 ] || result_file="$OUT_DIR/rss.md"     # --rss leaves the last full table alone
+cp "$report" "$result_file"
+rm -f "$OUT_DIR"/wrk-*.log
 cp "$tmp"/wrk-*.log "$OUT_DIR/" 2>/dev/null || true
 echo
-echo "written to $OUT_DIR/results.md (wrk logs in $OUT_DIR/); total $(elapsed | tr -d ' ')"
+echo "written to $result_file (wrk logs in $OUT_DIR/); total $(elapsed | tr -d ' ')"
 [ "$ERRORS" -eq 0 ] || exit 1

@@ -3,7 +3,7 @@
 # any is missing: one `apt-get update`, then one `apt-get install`.
 set -euo pipefail
 
-packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev redis-server libgtest-dev curl)
+packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev redis-server libgtest-dev curl wrk)
 
 missing=()
 for p in "${packages[@]}"; do
