@@ -446,7 +446,17 @@ ngx_int_t access_handler(ngx_http_request_t* r)
     }
 
     ngx_str_t value = ngx_null_string;
-    switch (find_key_header(r, conf->header, value)) {
+    KeyLookup found;
+    if (conf->key != nullptr) {
+        // idempotency_key: the key is whatever the variables give; empty is none
+        if (ngx_http_complex_value(r, conf->key, &value) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        found = value.len ? KeyLookup::one : KeyLookup::none;
+    } else {
+        found = find_key_header(r, conf->header, value);
+    }
+    switch (found) {
     case KeyLookup::none:
         decide(ctx, Status::missing);
         if (!conf->required) {

@@ -31,6 +31,7 @@ struct LocConf {
     ngx_msec_t redis_timeout;
     ngx_uint_t methods;                   // NGX_HTTP_* bit mask
     ngx_str_t header;                     // request header carrying the key
+    ngx_http_complex_value_t* key;        // idempotency_key: the key from variables instead
     ngx_flag_t required;
     ngx_msec_t ttl;
     ngx_msec_t lock_ttl;

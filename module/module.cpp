@@ -31,6 +31,9 @@ ngx_command_t commands[] = {
     {ngx_string("idempotency_header"), any_level | NGX_CONF_TAKE1, set_header,
      NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
 
+    {ngx_string("idempotency_key"), any_level | NGX_CONF_TAKE1, ngx_http_set_complex_value_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, key), nullptr},
+
     {ngx_string("idempotency_required"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, required), nullptr},
 
@@ -233,6 +236,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->lock_ttl = NGX_CONF_UNSET_MSEC;
     conf->wait = NGX_CONF_UNSET_MSEC;
     conf->scope = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
+    conf->key = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
     conf->max_response_size = NGX_CONF_UNSET_SIZE;
     conf->store_errors = NGX_CONF_UNSET;
     conf->fail_open = NGX_CONF_UNSET;
@@ -251,6 +255,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_msec_value(conf->redis_timeout, prev->redis_timeout, 1000);
     ngx_conf_merge_uint_value(conf->methods, prev->methods, NGX_HTTP_POST | NGX_HTTP_PATCH);
     ngx_conf_merge_str_value(conf->header, prev->header, "Idempotency-Key");
+    ngx_conf_merge_ptr_value(conf->key, prev->key, nullptr);
     ngx_conf_merge_value(conf->required, prev->required, 0);
     ngx_conf_merge_msec_value(conf->ttl, prev->ttl, 24 * 60 * 60 * 1000);
     ngx_conf_merge_msec_value(conf->lock_ttl, prev->lock_ttl, 30 * 1000);
