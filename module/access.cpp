@@ -11,6 +11,7 @@
 
 #include "conf.hpp"
 #include "key.hpp"
+#include "metrics.hpp"
 #include "response.hpp"
 #include "redis/redis_store.hpp"
 
@@ -61,6 +62,7 @@ void cleanup(void* data)
         ctx->pending = nullptr;
     }
     capture_settle(ctx);
+    count_outcome(static_cast<unsigned>(ctx->status));
 }
 
 RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
@@ -180,6 +182,10 @@ void on_claim(void* data, const ClaimResult& result)
         ngx_del_timer(&ctx->timer);
     }
 
+    if (ctx->waited && result.decision != Decision::in_flight) {
+        observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
+    }
+
     switch (result.decision) {
     case Decision::execute:
         ctx->owns_claim = true;
@@ -222,6 +228,7 @@ void on_claim(void* data, const ClaimResult& result)
 void on_claim_timeout(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
+    count(Counter::redis_timeouts);
     if (timeout_log.admit()) {
         ngx_log_error(NGX_LOG_ERR, ev->log, 0,
                       "idempotency: Redis did not answer claims within %M ms (%ui since the last line)",

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "conf.hpp"
+#include "metrics.hpp"
 #include "response.hpp"
 
 namespace idem {
@@ -105,6 +106,8 @@ void store_unreplayable(RequestCtx* ctx, const char* why)
     ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
                   "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->redis_key, why);
     ctx->store->complete(view(ctx->redis_key), view(ctx->claim), {marker, size}, ctx->conf->ttl);
+    count(Counter::stored_responses);
+    count(Counter::stored_bytes, size);
     ctx->owns_claim = false;
 }
 
@@ -126,6 +129,8 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
         } else {
             ctx->store->complete(view(ctx->redis_key), view(ctx->claim),
                                  {ctx->record, ctx->head_size + ctx->body_size}, ctx->conf->ttl);
+            count(Counter::stored_responses);
+            count(Counter::stored_bytes, ctx->head_size + ctx->body_size);
             ctx->owns_claim = false;
         }
     }

@@ -4,6 +4,7 @@
 // The request logic lives in access.cpp, capture.cpp and replay.cpp.
 
 #include "conf.hpp"
+#include "metrics.hpp"
 #include "redis/redis_store.hpp"
 
 namespace idem {
@@ -60,6 +61,9 @@ ngx_command_t commands[] = {
 
     {ngx_string("idempotency_fail_open"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, fail_open), nullptr},
+
+    {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
 
     ngx_null_command,
 };
@@ -327,11 +331,15 @@ ngx_int_t postconfiguration(ngx_conf_t* cf)
         return NGX_ERROR;
     }
     *h = rewrite_handler;
+    if (metrics_zone_add(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
     return capture_init(cf);
 }
 
 ngx_int_t init_process(ngx_cycle_t* cycle)
 {
+    metrics_attach(cycle);
     auto* mcf = static_cast<MainConf*>(ngx_http_cycle_get_module_main_conf(cycle, ngx_http_idempotency_module));
     if (mcf == nullptr) {
         return NGX_OK;

@@ -8,6 +8,7 @@
 
 #include "../conf.hpp"
 #include "resp.hpp"
+#include "../metrics.hpp"
 
 namespace idem::redis {
 namespace {
@@ -104,7 +105,9 @@ bool Connection::queue(int argc, const char** argv, const size_t* argv_len, Repl
     out_len_ += size;
     p->handler = handler;
     p->data = data;
+    p->queued_us = monotonic_us();
     p->next = nullptr;
+    count(Counter::redis_commands);
     if (tail_) {
         tail_->next = p;
     } else {
@@ -210,6 +213,7 @@ bool Connection::enqueue_front(int argc, const char** argv, const size_t* argv_l
     out_len_ += size;
     p->handler = handler;
     p->data = data;
+    p->queued_us = monotonic_us();
     p->next = head_;
     head_ = p;
     if (tail_ == nullptr) {
@@ -315,6 +319,7 @@ void Connection::connected() noexcept
     state_ = State::up;
     if (backoff_ != 0) {
         ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis %V is reachable again", &server_.name);
+        count(Counter::redis_reconnects);
     }
     backoff_ = 0;
     flush();
@@ -445,6 +450,7 @@ void Connection::on_read(ngx_event_t* ev)
     auto* self = static_cast<Connection*>(c->data);
     if (ev->timedout) {
         ev->timedout = 0;
+        count(Counter::redis_timeouts);
         self->fail("no reply within idempotency_redis_timeout", NGX_ETIMEDOUT);
         return;
     }
@@ -496,6 +502,10 @@ void Connection::read() noexcept
             }
             ReplyHandler handler = p->handler;
             void* data = p->data;
+            observe_redis_rtt(monotonic_us() - p->queued_us);
+            if (static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
+                count(Counter::redis_errors);
+            }
             p->next = free_;
             free_ = p;
 

@@ -6,6 +6,8 @@
 // connect and reply timeouts. Knows nothing of requests or records.
 #pragma once
 
+#include <cstdint>
+
 #include "../ngx.hpp"
 
 struct redisReader;
@@ -25,6 +27,7 @@ struct Pending {
     Pending* next;
     ReplyHandler handler;
     void* data;
+    std::uint64_t queued_us;  // for the round-trip histogram
 };
 
 class Connection {

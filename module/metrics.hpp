@@ -1,0 +1,30 @@
+// metrics.hpp — what the module counts, shared by all workers: requests by
+// outcome, Redis commands, errors, timeouts and reconnects, Redis round-trip
+// and waiting-time histograms, responses and bytes stored. The counters live
+// in a shared memory zone ("idempotency_metrics", kept across reloads) and
+// are served in Prometheus text format by `idempotency_metrics;`.
+#pragma once
+
+#include <cstdint>
+
+#include "ngx.hpp"
+
+namespace idem {
+
+enum class Counter : unsigned {
+    redis_commands, redis_errors, redis_timeouts, redis_reconnects, stored_responses, stored_bytes, count_,
+};
+
+// Each is a no-op until the worker has attached to the zone.
+void count(Counter c, std::uint64_t n = 1) noexcept;
+void count_outcome(unsigned status) noexcept;         // a Status value
+void observe_redis_rtt(std::uint64_t microseconds) noexcept;
+void observe_wait(ngx_msec_t milliseconds) noexcept;
+
+std::uint64_t monotonic_us() noexcept;
+
+ngx_int_t metrics_zone_add(ngx_conf_t* cf) noexcept;   // postconfiguration
+void metrics_attach(ngx_cycle_t* cycle) noexcept;       // init_process
+char* set_metrics_handler(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+
+}  // namespace idem

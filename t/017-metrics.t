@@ -1,0 +1,80 @@
+# idempotency_metrics: Prometheus text with requests by outcome, Redis
+# commands, errors, timeouts, reconnects, round-trip and waiting histograms
+# and bytes stored, aggregated across workers (issue 5).
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use IdempotencyTest;
+use Test::Nginx::Socket 'no_plan';
+
+test_nginx_defaults();
+run_tests();
+
+__DATA__
+
+=== TEST 1: counts by outcome after new, replayed, mismatch, missing and invalid requests
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+location = /metrics {
+    idempotency_metrics;
+}
+--- request eval
+["POST /m/1\nx", "POST /m/1\nx", "POST /m/1\ny", "POST /m/1\nx", "POST /m/1\nx", "GET /metrics"]
+--- more_headers eval
+["Idempotency-Key: m-1", "Idempotency-Key: m-1", "Idempotency-Key: m-1", "", "Idempotency-Key: \"m", ""]
+--- error_code eval
+[201, 201, 422, 201, 400, 200]
+--- response_headers eval
+["", "", "", "", "", "Content-Type: text/plain; version=0.0.4"]
+--- response_body_like eval
+[qr//, qr//, qr//, qr//, qr//, qr/
+    (?=.*^idempotency_requests_total\{outcome="new"\}\ 1$)
+    (?=.*^idempotency_requests_total\{outcome="replayed"\}\ 1$)
+    (?=.*^idempotency_requests_total\{outcome="mismatch"\}\ 1$)
+    (?=.*^idempotency_requests_total\{outcome="missing"\}\ 1$)
+    (?=.*^idempotency_requests_total\{outcome="invalid"\}\ 1$)
+    (?=.*^idempotency_requests_total\{outcome="conflict"\}\ 0$)
+    (?=.*^idempotency_stored_responses_total\ 1$)
+    (?=.*^idempotency_stored_bytes_total\ [1-9][0-9]*$)
+    (?=.*^\#\ TYPE\ idempotency_redis_rtt_seconds\ histogram$)
+    (?=.*^idempotency_redis_rtt_seconds_bucket\{le="\+Inf"\}\ [4-9]$)
+    (?=.*^idempotency_redis_rtt_seconds_count\ [4-9]$)
+    (?=.*^idempotency_redis_commands_total\ [4-9]$)
+    (?=.*^idempotency_wait_seconds_count\ 0$)
+/msx]
+
+
+=== TEST 2: a request answered 503 because Redis is unreachable is counted as unavailable
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+location = /metrics {
+    idempotency_metrics;
+}
+--- request eval
+["POST /m/2\nx", "GET /metrics"]
+--- more_headers eval
+["Idempotency-Key: m-2", ""]
+--- error_code eval
+[503, 200]
+--- response_body_like eval
+[qr/"status":503/, qr/^idempotency_requests_total\{outcome="unavailable"\} 1$/m]
+
+
+=== TEST 3: only GET and HEAD
+--- config
+location = /metrics {
+    idempotency_metrics;
+}
+--- request
+POST /metrics
+x
+--- error_code: 405
