@@ -2,6 +2,7 @@
 #   make          build build/ngx_http_idempotency_module.so against Debian's nginx-dev
 #   make test     unit tests, then the Test::Nginx suite (installs what is missing)
 #   make run      the demo gateway on 127.0.0.1:8080 (installs what is missing)
+#   make deb      the Debian package libnginx-mod-http-idempotency in build/deb/
 
 SHELL := /bin/bash
 
@@ -22,7 +23,7 @@ UNIT_BIN  := $(BUILD)/unit_tests
 
 MODULE_SRCS := $(shell find module -name '*.cpp' -o -name '*.hpp') config
 
-.PHONY: all module deps unit test prove test-valgrind run stop clean stress instructions bench
+.PHONY: all module deps unit test prove test-valgrind run stop clean stress instructions bench deb
 
 all: module
 
@@ -92,6 +93,19 @@ stress: deps $(MODULE)
 # `make bench BENCH_ARGS=--quick` for about 1 minute.
 bench: deps $(MODULE)
 	NGINX_BIN=$(NGINX_BIN) scripts/bench.sh $(BENCH_ARGS)
+
+# The Debian package for the packaged nginx (debian/, dh-sequence-nginx),
+# built by scripts/build-deb.sh in a copy of the tree (build/deb/src); installs
+# its build dependencies when missing. Rebuilt only when a source changed.
+DEB_PKG     := libnginx-mod-http-idempotency
+DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
+DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB         := $(BUILD)/deb/$(DEB_PKG)_$(DEB_VERSION)_$(DEB_ARCH).deb
+
+deb: $(DEB)
+
+$(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md scripts/build-deb.sh
+	scripts/build-deb.sh $(BUILD)/deb
 
 clean:
 	rm -rf $(BUILD) t/servroot

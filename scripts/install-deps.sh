@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build, the tests and the demo need, when
-# any is missing: one `apt-get update`, then one `apt-get install`.
+# Installs the Debian packages the build, the tests, the demo and the Debian
+# package (make deb) need, when any is missing: one `apt-get update`, then one
+# `apt-get install`. With arguments, installs those packages instead (when
+# missing), e.g. scripts/build-deb.sh's build dependencies.
 set -euo pipefail
 
-packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev redis-server libgtest-dev curl wrk)
+packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev redis-server libgtest-dev curl wrk
+          build-essential dpkg-dev debhelper)
+[ $# -eq 0 ] || packages=("$@")
 
 missing=()
 for p in "${packages[@]}"; do
