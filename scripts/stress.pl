@@ -573,6 +573,15 @@ sub http_once {
     return $res // { error => 'no response' };
 }
 
+# A count from the gateway's metrics page (idempotency_metrics), summed over
+# its workers; undef when the page cannot be read.
+sub metrics_value {
+    my ($port, $pattern) = @_;
+    my $r = http_once({ port => $port, method => 'GET', path => '/metrics', close => 1 }, 5);
+    return undef unless ($r->{status} // 0) == 200;
+    return $r->{body} =~ /^\Q$pattern\E (\d+)$/m ? $1 : undef;
+}
+
 # A request whose response the caller collects when it wants (scenario 5).
 sub open_request {
     my ($req) = @_;
@@ -782,6 +791,7 @@ http {
         listen 127.0.0.1:$o{port};
         add_header X-Idempotency-Status \$idempotency_status always;
         location = /health { return 200 "ok\\n"; }
+        location = /metrics { idempotency_metrics; }
 $SCENARIO_LOCATIONS$s6    }
 $backend}
 CONF
@@ -1269,6 +1279,14 @@ sub scenario3 {
     }
     fail($sc, scalar(@$not) . " keys did not replay after the storm") if @$not;
     fail($sc, scalar(@$differ) . " replays differ from the body the client first got") if @$differ;
+
+    # The metrics zone outlives the reload: every execution, before and after
+    # it, is counted once as "new".
+    my $new = metrics_value($ng->{port}, 'idempotency_requests_total{outcome="new"}');
+    push @{ $sc->{notes} }, 'metrics across the reload: outcome="new" ' . ($new // 'unreadable')
+        . " for $sc->{executions} executions";
+    fail($sc, 'the metrics page counts ' . ($new // 'nothing') . " new requests for $sc->{executions} executions "
+         . '(counters lost at the reload?)') unless defined $new && $new == $sc->{executions};
     push @{ $sc->{notes} }, @events;
     nginx_stop($ng);
     my (undef, $errors) = report_log($sc, $ng);
