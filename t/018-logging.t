@@ -1,0 +1,103 @@
+# What the operator sees in the error log: one line when Redis is lost and
+# one when it is back; the client's raw key and the bodies never appear
+# above debug level (issue 5).
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use IdempotencyTest;
+use Test::Nginx::Socket 'no_plan';
+
+test_nginx_defaults();
+run_tests();
+
+__DATA__
+
+=== TEST 1: Redis up: a request goes through, nothing logged at error level
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request
+POST /log/1
+x
+--- more_headers
+Idempotency-Key: log-1
+--- error_code: 201
+--- no_error_log
+[error]
+
+
+=== TEST 2: Redis lost: the loss is logged, the request gets 503
+--- init
+IdempotencyTest::stop_redis();
+--- request
+POST /log/2
+x
+--- more_headers
+Idempotency-Key: log-2
+--- error_code: 503
+--- error_log eval
+qr/\[error\] .*idempotency: Redis 127\.0\.0\.1:\d+: (connection closed by Redis|connect\(\) failed|recv\(\) failed)/
+
+
+=== TEST 3: Redis back: logged once as reachable again, requests protected
+--- init
+IdempotencyTest::start_redis();
+my $probe = 0;
+IdempotencyTest::wait_until(sub {
+    my $s = IdempotencyTest::send_request("POST /log/probe HTTP/1.0\r\n"
+        . "Idempotency-Key: log-probe-" . ++$probe . "\r\nContent-Length: 1\r\n\r\nx");
+    my $response = do { local $/; <$s> } // '';
+    close $s;
+    $response =~ m{\AHTTP/1\.\d 201 };
+}, 10) or die "the module never reconnected\n";
+--- request
+POST /log/3
+x
+--- more_headers
+Idempotency-Key: log-3
+--- error_code: 201
+--- error_log eval
+qr/\[warn\] .*idempotency: Redis 127\.0\.0\.1:\d+ is reachable again/
+
+
+=== TEST 4: the raw key and the body never appear above debug level, whatever happens
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request
+POST /log/4
+BODY-MARKER-4711
+--- more_headers
+Idempotency-Key: raw-key-SECRET-4711
+--- error_code: 503
+--- error_log eval
+qr/\[error\] .*idempotency/
+--- no_error_log eval
+[qr/\[(?:info|notice|warn|error|crit|alert|emerg)\][^\n]*SECRET-4711/,
+ qr/\[(?:info|notice|warn|error|crit|alert|emerg)\][^\n]*BODY-MARKER-4711/]
+
+
+=== TEST 5: the same for a replay and a mismatch (info lines name the hashed Redis key)
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /log/5\nBODY-MARKER-4712", "POST /log/5\nBODY-MARKER-4712", "POST /log/5\nother"]
+--- more_headers
+Idempotency-Key: raw-key-SECRET-4712
+--- error_code eval
+[201, 201, 422]
+--- no_error_log eval
+[qr/\[(?:info|notice|warn|error|crit|alert|emerg)\][^\n]*SECRET-4712/,
+ qr/\[(?:info|notice|warn|error|crit|alert|emerg)\][^\n]*BODY-MARKER-4712/]
