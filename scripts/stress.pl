@@ -1290,6 +1290,14 @@ sub scenario3 {
     push @{ $sc->{notes} }, @events;
     nginx_stop($ng);
     my (undef, $errors) = report_log($sc, $ng);
+    # A Redis outage must not flood the log: per-request lines are written at
+    # most once a second per worker.
+    my $module_lines = 0;
+    $module_lines += $errors->{$_} for grep { /idempotency/ } keys %$errors;
+    my $unavailable = $sc->{answers}{'503/unavailable'} // 0;
+    push @{ $sc->{notes} }, "error log: $module_lines module lines (error/warn) for $unavailable requests answered 503";
+    fail($sc, "the outage wrote $module_lines module lines to the error log (at most 100 expected)")
+        if $module_lines > 100;
     my $store_warnings = 0;
     $store_warnings += $errors->{$_} for grep { /could not store the response/ } keys %$errors;
     push @{ $sc->{notes} }, "$store_warnings warnings 'could not store the response: the claim had expired or was "
