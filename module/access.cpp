@@ -213,6 +213,10 @@ void on_claim(void* data, const ClaimResult& result)
     case Decision::unreplayable:
         decide(ctx, Status::unreplayable);
         break;
+    case Decision::unverifiable:  // the store logged why; never replayed, never executed again
+        ctx->unverifiable = true;
+        decide(ctx, Status::unreplayable);
+        break;
     case Decision::corrupt:
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "idempotency: the value under \"%V\" is not a record of this module", &ctx->redis_key);
@@ -347,8 +351,10 @@ void start_claim(ngx_http_request_t* r, RequestCtx* ctx)
     LocConf* conf = ctx->conf;
     ctx->store = redis::store_for(*conf->server, conf->redis_timeout);
     if (ctx->store != nullptr) {
+        ngx_array_t* keys = conf->seal_keys;
         ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), ctx->fingerprint, conf->lock_ttl,
-                                         on_claim, ctx);
+                                         keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
+                                         keys ? keys->nelts : 0, on_claim, ctx);
     }
     if (ctx->pending == nullptr) {
         if (unreachable_log.admit()) {

@@ -99,16 +99,47 @@ void release(RequestCtx* ctx, const char* why)
     ctx->status = Status::released;
 }
 
+// With idempotency_encrypt_key, what goes to Redis is the record sealed
+// under the first key and bound to its Redis key; empty view on failure.
+std::string_view sealed_for_store(RequestCtx* ctx, std::string_view record)
+{
+    ngx_array_t* keys = ctx->conf->seal_keys;
+    if (keys == nullptr) {
+        return record;
+    }
+    auto* out = static_cast<char*>(ngx_palloc(ctx->request->pool, record.size() + seal_overhead));
+    if (out == nullptr
+        || !seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->redis_key), record, out)) {
+        return {};
+    }
+    return {out, record.size() + seal_overhead};
+}
+
+void store_record(RequestCtx* ctx, std::string_view record)
+{
+    std::string_view value = sealed_for_store(ctx, record);
+    char marker[unreplayable_size];
+    if (value.empty()) {
+        // Never let the claim lapse into a second execution: store the plain
+        // marker (a fingerprint and a status, nothing of the response); with
+        // encryption on it reads as unverifiable, so retries get 410.
+        ngx_log_error(NGX_LOG_ALERT, ctx->request->connection->log, 0,
+                      "idempotency: cannot encrypt the record for \"%V\"", &ctx->redis_key);
+        value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
+    }
+    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl);
+    count(Counter::stored_responses);
+    count(Counter::stored_bytes, value.size());
+    ctx->owns_claim = false;
+}
+
 void store_unreplayable(RequestCtx* ctx, const char* why)
 {
     char marker[unreplayable_size];
     size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
     ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
                   "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->redis_key, why);
-    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), {marker, size}, ctx->conf->ttl);
-    count(Counter::stored_responses);
-    count(Counter::stored_bytes, size);
-    ctx->owns_claim = false;
+    store_record(ctx, {marker, size});
 }
 
 // The last byte has passed: store the record (or the marker of a response
@@ -127,11 +158,7 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
         if (body != ctx->record + ctx->head_size) {
             store_unreplayable(ctx, "its headers do not fit a record");
         } else {
-            ctx->store->complete(view(ctx->redis_key), view(ctx->claim),
-                                 {ctx->record, ctx->head_size + ctx->body_size}, ctx->conf->ttl);
-            count(Counter::stored_responses);
-            count(Counter::stored_bytes, ctx->head_size + ctx->body_size);
-            ctx->owns_claim = false;
+            store_record(ctx, {ctx->record, ctx->head_size + ctx->body_size});
         }
     }
     stop_capture(r, ctx);

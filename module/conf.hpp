@@ -3,6 +3,7 @@
 #pragma once
 
 #include "fingerprint.hpp"
+#include "seal.hpp"
 #include "ngx.hpp"
 #include "store.hpp"
 
@@ -41,6 +42,7 @@ struct LocConf {
     size_t max_response_size;
     ngx_flag_t store_errors;
     ngx_flag_t fail_open;
+    ngx_array_t* seal_keys;               // idempotency_encrypt_key: of SecretKey, sealing key first
 };
 
 // $idempotency_status values, in SPEC order.
@@ -80,6 +82,7 @@ struct RequestCtx {
     // replay: a copy of the stored record
     ngx_str_t stored;
     bool responded;        // the module answered this request itself
+    bool unverifiable;     // the stored record did not open (encryption at rest)
 
     // capture (capture.cpp): the response record is built in place — its
     // head is written at the end, the body bytes go after it as they pass

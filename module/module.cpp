@@ -13,6 +13,7 @@ namespace {
 char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
 constexpr ngx_uint_t any_level = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
@@ -61,6 +62,9 @@ ngx_command_t commands[] = {
 
     {ngx_string("idempotency_fail_open"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, fail_open), nullptr},
+
+    {ngx_string("idempotency_encrypt_key"), any_level | NGX_CONF_1MORE, set_encrypt_key,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
 
     {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler,
      NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
@@ -214,6 +218,46 @@ char* set_header(ngx_conf_t* cf, ngx_command_t*, void* conf)
     return NGX_CONF_OK;
 }
 
+// The first file's key seals new records; the others only open old ones
+// (rotation). Key files are read once, at configuration time.
+char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* lcf = static_cast<LocConf*>(conf);
+    if (lcf->seal_keys != NGX_CONF_UNSET_PTR) {
+        return const_cast<char*>("is duplicate");
+    }
+    lcf->seal_keys = ngx_array_create(cf->pool, cf->args->nelts - 1, sizeof(SecretKey));
+    if (lcf->seal_keys == nullptr) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
+    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
+        ngx_str_t path = args[i];
+        if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) {
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        ngx_fd_t fd = ngx_open_file(path.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+        if (fd == NGX_INVALID_FILE) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"idempotency_encrypt_key\": cannot open \"%V\"", &path);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        u_char buf[129];
+        ssize_t n = ngx_read_fd(fd, buf, sizeof(buf));
+        ngx_close_file(fd);
+        auto* key = static_cast<SecretKey*>(ngx_array_push(lcf->seal_keys));
+        bool ok = n >= 0 && n < static_cast<ssize_t>(sizeof(buf)) && key != nullptr
+                  && parse_secret_key({reinterpret_cast<char*>(buf), static_cast<size_t>(n)}, *key);
+        ngx_explicit_memzero(buf, sizeof(buf));
+        if (!ok) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"idempotency_encrypt_key\": \"%V\" must hold a 32-byte key (32 raw bytes or 64 hex digits)",
+                               &path);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
+    return NGX_CONF_OK;
+}
+
 // ---------------------------------------------------------- configuration
 
 void* create_main_conf(ngx_conf_t* cf)
@@ -241,6 +285,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->wait = NGX_CONF_UNSET_MSEC;
     conf->scope = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
     conf->key = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
+    conf->seal_keys = static_cast<ngx_array_t*>(NGX_CONF_UNSET_PTR);
     conf->max_response_size = NGX_CONF_UNSET_SIZE;
     conf->store_errors = NGX_CONF_UNSET;
     conf->fail_open = NGX_CONF_UNSET;
@@ -269,6 +314,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
+    ngx_conf_merge_ptr_value(conf->seal_keys, prev->seal_keys, nullptr);
 
     if (conf->enable && conf->server == nullptr) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

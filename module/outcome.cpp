@@ -22,8 +22,12 @@ Decision decide(const redisReply* reply, const Digest& fingerprint,
         return Decision::unavailable;
     }
 
-    const std::optional<Record> stored =
-        decode_record(std::string_view(reply->str, reply->len));
+    return decide_stored(std::string_view(reply->str, reply->len), fingerprint, record);
+}
+
+Decision decide_stored(std::string_view value, const Digest& fingerprint, Record& record) noexcept
+{
+    const std::optional<Record> stored = decode_record(value);
     if (!stored) {
         return Decision::corrupt;
     }

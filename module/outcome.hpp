@@ -17,6 +17,7 @@ enum class Decision {
     unreplayable,  // executed, response too large to keep: 410
     unavailable,   // Redis answered an error (or nothing usable): 503
     corrupt,       // the value under the key is not a record we can read
+    unverifiable,  // encryption at rest: the stored record does not open (tampered, moved, unknown key)
 };
 
 // `reply` is the reply to `SET key claim NX PX ttl GET`: nil means the key
@@ -24,5 +25,9 @@ enum class Decision {
 // replay, `record` is filled with the decoded stored response.
 Decision decide(const redisReply* reply, const Digest& fingerprint,
                 Record& record) noexcept;
+
+// The same for a record value already read (and, with encryption at rest,
+// already opened): `record`'s views point into `value`.
+Decision decide_stored(std::string_view value, const Digest& fingerprint, Record& record) noexcept;
 
 }  // namespace idem

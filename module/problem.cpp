@@ -26,23 +26,29 @@ constexpr Problem problems[] = {
      "A request with this idempotency key is still being processed. Retry later to get its response."},
     {410, "response-not-replayable", "Response cannot be replayed",
      "The request with this idempotency key was executed (or reached the upstream and may have been), but its response could not be stored and cannot be replayed. It is not executed again."},
+    {410, "response-unverifiable", "Stored response failed verification",
+     "The stored response for this idempotency key failed its integrity check and is not replayed. The request is not executed again."},
     {422, "key-reused", "Idempotency key reused",
      "This idempotency key was already used for a different request (method, URI or body)."},
     {NGX_HTTP_SERVICE_UNAVAILABLE, "store-unavailable", "Idempotency store unavailable",
      "The request was not forwarded because its idempotency key could not be checked. Retry later."},
 };
 
-const Problem& problem_for(ngx_uint_t status, Status why)
+const Problem& problem_for(ngx_uint_t status, const RequestCtx* ctx)
 {
+    Status why = ctx ? ctx->status : Status::none;
     if (status == NGX_HTTP_BAD_REQUEST) {
         return why == Status::missing ? problems[0] : problems[1];
+    }
+    if (status == 410 && ctx && ctx->unverifiable) {
+        return problems[4];
     }
     for (const auto& p : problems) {
         if (p.status == status) {
             return p;
         }
     }
-    return problems[5];
+    return problems[6];
 }
 
 bool has_error_page(ngx_http_request_t* r, ngx_uint_t status)
@@ -103,7 +109,7 @@ ngx_int_t send_problem(ngx_http_request_t* r, ngx_uint_t status, ngx_uint_t retr
     if (has_error_page(r, status)) {
         return status;  // nginx's error_page answers
     }
-    ngx_http_finalize_request(r, send_json(r, status, problem_for(status, ctx ? ctx->status : Status::none)));
+    ngx_http_finalize_request(r, send_json(r, status, problem_for(status, ctx)));
     return NGX_DONE;
 }
 

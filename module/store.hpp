@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "outcome.hpp"
+#include "seal.hpp"
 
 namespace idem {
 
@@ -28,8 +29,11 @@ public:
     // what is already there, in one round trip. Returns nullptr when the
     // store cannot be reached now (the caller answers at once); otherwise
     // `callback` runs exactly once, unless the operation is abandoned.
+    // With `keys` (encryption at rest) a stored record must open with one of
+    // them, bound to `key`; what does not is `unverifiable`.
     virtual PendingOp* claim(std::string_view key, std::string_view claim,
                              const Digest& fingerprint, std::uint64_t lock_ttl_ms,
+                             const SecretKey* keys, std::size_t key_count,
                              ClaimCallback callback, void* data) noexcept = 0;
 
     // The caller stops waiting (timeout, request gone): the callback is not

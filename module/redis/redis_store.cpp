@@ -19,6 +19,8 @@ struct PendingOp {
     ClaimCallback callback;  // nullptr once abandoned
     void* data;
     Digest fingerprint;
+    const SecretKey* keys;
+    size_t key_count;
     size_t key_len;
     size_t claim_len;
     char bytes[1];  // key, then claim
@@ -91,7 +93,8 @@ public:
     Connection& connection() noexcept { return conn_; }
 
     PendingOp* claim(std::string_view key, std::string_view claim, const Digest& fingerprint,
-                     std::uint64_t lock_ttl_ms, ClaimCallback callback, void* data) noexcept override
+                     std::uint64_t lock_ttl_ms, const SecretKey* keys, std::size_t key_count,
+                     ClaimCallback callback, void* data) noexcept override
     {
         auto* op = static_cast<PendingOp*>(ngx_alloc(sizeof(PendingOp) + key.size() + claim.size(), log_));
         if (op == nullptr) {
@@ -101,6 +104,8 @@ public:
         op->callback = callback;
         op->data = data;
         op->fingerprint = fingerprint;
+        op->keys = keys;
+        op->key_count = key_count;
         op->key_len = key.size();
         op->claim_len = claim.size();
         std::memcpy(op->bytes, key.data(), key.size());
@@ -213,10 +218,13 @@ private:
         if (op->callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
             Record record;
             ClaimResult result{decide(reply, op->fingerprint, record), {}};
+            char* opened = nullptr;
             if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
                 result.stored = {reply->str, reply->len};
+                result.decision = self->unseal(*op, key, result.stored, opened);
             }
             op->callback(op->data, result);
+            ngx_free(opened);
             if (lost) {
                 self->release(key, claim);  // it may have been granted: free it once Redis answers
             }
@@ -226,6 +234,40 @@ private:
             self->release(key, claim);
         }
         ngx_free(op);
+    }
+
+    // With encryption at rest, the record read by a claim must be sealed and
+    // open with one of the location's keys, bound to its own Redis key; a
+    // plain claim (an original in flight) is the one exception. `stored`
+    // becomes the opened record, in `opened` (ngx_alloc'd, freed by the caller).
+    Decision unseal(const PendingOp& op, std::string_view key, std::string_view& stored, char*& opened) noexcept
+    {
+        Record record;
+        if (!is_sealed(stored)) {
+            std::optional<Record> plain = op.key_count > 0 ? decode_record(stored) : std::nullopt;
+            if (plain && plain->kind != RecordKind::claim) {
+                ngx_log_error(NGX_LOG_ERR, log_, 0,
+                              "idempotency: the record under \"%*s\" is not encrypted, as idempotency_encrypt_key "
+                              "requires: refused",
+                              key.size(), key.data());
+                return Decision::unverifiable;
+            }
+            return decide_stored(stored, op.fingerprint, record);
+        }
+        opened = static_cast<char*>(ngx_alloc(stored.size(), log_));
+        size_t length = 0;
+        OpenStatus st = opened == nullptr ? OpenStatus::invalid
+                                          : open_sealed(op.keys, op.key_count, key, stored, opened, length);
+        if (st != OpenStatus::ok) {
+            ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: the record under \"%*s\" does not open: %s",
+                          key.size(), key.data(),
+                          op.key_count == 0 ? "it is encrypted and no idempotency_encrypt_key is configured"
+                          : st == OpenStatus::unknown_key ? "sealed with a key that is not configured"
+                                                          : "altered, or moved from another key");
+            return Decision::unverifiable;
+        }
+        stored = {opened, length};
+        return decide_stored(stored, op.fingerprint, record);
     }
 
     static void on_script_reply(void* data, redisReply* reply)
