@@ -84,6 +84,46 @@ ngx_str_t tail_after(const ngx_str_t& s, size_t n)
     return ngx_str_t{s.len - n, s.data + n};
 }
 
+// password_file=PATH: the file's first line (trailing whitespace dropped),
+// read once by the master at configuration time; the path is relative to
+// the configuration directory, as for ssl_certificate.
+bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
+{
+    if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) {
+        return false;
+    }
+    ngx_fd_t fd = ngx_open_file(path.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"idempotency_redis\": cannot open password_file \"%V\"", &path);
+        return false;
+    }
+    u_char buf[1025];
+    ssize_t n = ngx_read_fd(fd, buf, sizeof(buf));
+    ngx_close_file(fd);
+    size_t len = n > 0 ? static_cast<size_t>(n) : 0;
+    for (size_t i = 0; i < len; i++) {
+        if (buf[i] == '\n' || buf[i] == '\r') {
+            len = i;
+        }
+    }
+    while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\t')) {
+        len--;
+    }
+    if (n < 0 || n == static_cast<ssize_t>(sizeof(buf)) || len == 0) {
+        ngx_explicit_memzero(buf, sizeof(buf));
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency_redis\": password_file \"%V\" must hold a password of 1 to 1024 bytes", &path);
+        return false;
+    }
+    password.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, len));
+    if (password.data != nullptr) {
+        ngx_memcpy(password.data, buf, len);
+        password.len = len;
+    }
+    ngx_explicit_memzero(buf, sizeof(buf));
+    return password.data != nullptr;
+}
+
 char* set_redis(ngx_conf_t* cf, ngx_command_t*, void* conf)
 {
     auto* lcf = static_cast<LocConf*>(conf);
@@ -121,16 +161,42 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t*, void* conf)
             }
         } else if (starts_with(a, "password=")) {
             server.password = tail_after(a, 9);
+        } else if (starts_with(a, "password_file=")) {
+            if (!read_password_file(cf, tail_after(a, 14), server.password)) {
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+        } else if (starts_with(a, "password_env=")) {
+            ngx_str_t name = tail_after(a, 13);
+            char env_name[256];
+            const char* value = nullptr;
+            if (name.len > 0 && name.len < sizeof(env_name)) {
+                ngx_memcpy(env_name, name.data, name.len);
+                env_name[name.len] = '\0';
+                value = getenv(env_name);
+            }
+            if (value == nullptr || *value == '\0') {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "\"idempotency_redis\": the environment variable \"%V\" of password_env= is not set", &name);
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+            server.password.len = ngx_strlen(value);
+            server.password.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, server.password.len));
+            if (server.password.data == nullptr) {
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+            ngx_memcpy(server.password.data, value, server.password.len);
         } else if (starts_with(a, "username=")) {
             server.username = tail_after(a, 9);
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\" in \"idempotency_redis\" (expected db=, password= or username=)", &a);
+                               "invalid parameter \"%V\" in \"idempotency_redis\" "
+                               "(expected db=, username=, password=, password_file= or password_env=)", &a);
             return static_cast<char*>(NGX_CONF_ERROR);
         }
     }
     if (server.username.len && !server.password.len) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"idempotency_redis\": username= needs password=");
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency_redis\": username= needs password=, password_file= or password_env=");
         return static_cast<char*>(NGX_CONF_ERROR);
     }
 

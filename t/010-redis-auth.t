@@ -8,6 +8,9 @@ use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
 redis_command('ACL', 'SETUSER', 'gateway', 'on', '>gateway-secret', '~*', '+@all');
+redis_command('ACL', 'SETUSER', 'from-file', 'on', '>pw-from-file-6172', '~*', '+@all');
+redis_command('ACL', 'SETUSER', 'from-env', 'on', '>pw-from-env-8391', '~*', '+@all');
+$ENV{IDEMPOTENCY_TEST_REDIS_PASSWORD} = 'pw-from-env-8391';
 run_tests();
 
 __DATA__
@@ -74,3 +77,79 @@ Retry-After: 1
 Content-Type: application/problem+json
 --- error_log
 refused the handshake: WRONGPASS
+
+
+=== TEST 4: the password from a file (first line), never written to the log
+--- user_files
+>>> redis.password
+pw-from-file-6172
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=from-file password_file=../html/redis.password;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /auth/4\nx", "POST /auth/4\nx"]
+--- more_headers
+Idempotency-Key: auth-4
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Upstream-Execution: 1", "X-Upstream-Execution: 1\nIdempotent-Replayed: true"]
+--- no_error_log eval
+[qr/pw-from-file-6172/, qr/\[error\]/]
+
+
+=== TEST 5: the password from the environment of the nginx that reads the configuration
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=from-env password_env=IDEMPOTENCY_TEST_REDIS_PASSWORD;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /auth/5\nx", "POST /auth/5\nx"]
+--- more_headers
+Idempotency-Key: auth-5
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Upstream-Execution: 1", "X-Upstream-Execution: 1\nIdempotent-Replayed: true"]
+--- no_error_log eval
+[qr/pw-from-env-8391/, qr/\[error\]/]
+
+
+=== TEST 6: an unset password_env variable is refused by nginx -t
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=from-env password_env=IDEMPOTENCY_TEST_UNSET_VARIABLE;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- must_die
+--- error_log
+the environment variable "IDEMPOTENCY_TEST_UNSET_VARIABLE" of password_env= is not set
+
+
+=== TEST 7: a wrong password is refused, and the refused password is not logged either
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=gateway password=wrong-pw-5517;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request
+POST /auth/7
+x
+--- more_headers
+Idempotency-Key: auth-7
+--- error_code: 503
+--- error_log
+refused the handshake: WRONGPASS
+--- no_error_log
+wrong-pw-5517
