@@ -157,3 +157,28 @@ Idempotency-Key: prefixed-5
 --- response_headers
 X-Idempotency-Status: replayed
 X-Upstream-Execution: 1
+
+
+=== TEST 7: scoped by Authorization: one caller's response never replays to another
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency       on;
+    idempotency_scope $http_authorization;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /scoped/7\namount=100", "POST /scoped/7\namount=100", "POST /scoped/7\namount=100",
+ "POST /scoped/7\namount=100", "POST /scoped/7\namount=100"]
+--- more_headers eval
+["Authorization: Bearer alice\nIdempotency-Key: same-key", "Authorization: Bearer bob\nIdempotency-Key: same-key",
+ "Idempotency-Key: same-key",
+ "Authorization: Bearer alice\nIdempotency-Key: same-key", "Authorization: Bearer bob\nIdempotency-Key: same-key"]
+--- error_code eval
+[201, 201, 201, 201, 201]
+--- response_headers eval
+["X-Idempotency-Status: new\nX-Upstream-Execution: 1", "X-Idempotency-Status: new\nX-Upstream-Execution: 2",
+ "X-Idempotency-Status: new\nX-Upstream-Execution: 3",
+ "X-Idempotency-Status: replayed\nX-Upstream-Execution: 1", "X-Idempotency-Status: replayed\nX-Upstream-Execution: 2"]
