@@ -266,6 +266,13 @@ ngx_int_t header_filter(ngx_http_request_t* r)
         store_unreplayable(ctx, "out of memory");
         return next_header_filter(r);
     }
+    HeaderLimit limit = check_header_limits(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts);
+    if (limit != HeaderLimit::ok) {
+        stop_capture(r, ctx);
+        store_unreplayable(ctx, limit == HeaderLimit::too_many ? "more than 100 response headers"
+                                                               : "more than 64 KB of response headers");
+        return next_header_filter(r);
+    }
     ctx->head_size = response_size(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts, 0);
     off_t expected = r->headers_out.content_length_n;
     size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size

@@ -228,4 +228,16 @@ std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
     return static_cast<std::size_t>(end - out);
 }
 
+HeaderLimit check_header_limits(const Header* headers, std::size_t count) noexcept
+{
+    if (count > max_record_headers) {
+        return HeaderLimit::too_many;
+    }
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < count; i++) {
+        bytes += headers[i].name.size() + headers[i].value.size();
+    }
+    return bytes > max_record_header_bytes ? HeaderLimit::too_large : HeaderLimit::ok;
+}
+
 }  // namespace idem

@@ -24,6 +24,12 @@
 namespace idem {
 
 constexpr std::uint8_t record_version = 1;
+
+// What a stored response may hold beyond its body (whose limit is
+// idempotency_max_response_size): a response with more headers, or more
+// header bytes, is delivered but not stored (its retries get 410).
+constexpr std::size_t max_record_headers = 100;
+constexpr std::size_t max_record_header_bytes = 64 * 1024;
 constexpr std::size_t max_token_length = 255;
 
 enum class RecordKind : std::uint8_t { claim = 1, response = 2, unreplayable = 3 };
@@ -59,6 +65,9 @@ private:
 };
 
 // Both return 0 for a token longer than max_token_length.
+enum class HeaderLimit { ok, too_many, too_large };
+HeaderLimit check_header_limits(const Header* headers, std::size_t count) noexcept;
+
 std::size_t claim_size(std::string_view token) noexcept;
 // Writes a claim record to out (room for claim_size(token)); returns its size.
 std::size_t encode_claim(const Digest& fingerprint, std::string_view token,

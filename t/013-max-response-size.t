@@ -77,3 +77,43 @@ Idempotency-Key: big-3
 [201, 201]
 --- response_headers eval
 ["X-Upstream-Execution: 1", "X-Upstream-Execution: 1\nIdempotent-Replayed: true\nContent-Length: 4096"]
+
+
+=== TEST 4: more than 100 response headers: delivered, not stored, the retry gets 410
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /big/4?cookies=120\nx", "POST /big/4?cookies=120\nx"]
+--- more_headers
+Idempotency-Key: big-4
+--- error_code eval
+[201, 410]
+--- raw_response_headers_like eval
+[qr/Set-Cookie: c120=v120\r\n/, qr/Content-Type: application\/problem\+json/]
+--- response_headers eval
+["X-Upstream-Execution: 1", "X-Idempotency-Status: unreplayable"]
+
+
+=== TEST 5: 90 response headers are stored and replayed in order
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /big/5?cookies=90\nx", "POST /big/5?cookies=90\nx"]
+--- more_headers
+Idempotency-Key: big-5
+--- error_code eval
+[201, 201]
+--- raw_response_headers_like eval
+[qr/Set-Cookie: c1=v1\r\n(?:Set-Cookie: c\d+=v\d+\r\n){88}Set-Cookie: c90=v90\r\n/,
+ qr/Set-Cookie: c1=v1\r\n(?:Set-Cookie: c\d+=v\d+\r\n){88}Set-Cookie: c90=v90\r\n.*Idempotent-Replayed: true/s]

@@ -304,3 +304,17 @@ TEST(RecordDecode, ViewsPointIntoInput)
 }
 
 }  // namespace
+
+TEST(RecordLimits, HeaderCountAndBytes)
+{
+    std::vector<idem::Header> headers(idem::max_record_headers, idem::Header{"Set-Cookie", "a=b"});
+    EXPECT_EQ(idem::check_header_limits(headers.data(), headers.size()), idem::HeaderLimit::ok);
+    headers.push_back({"Set-Cookie", "c=d"});
+    EXPECT_EQ(idem::check_header_limits(headers.data(), headers.size()), idem::HeaderLimit::too_many);
+
+    std::string big(idem::max_record_header_bytes, 'v');
+    idem::Header one{"X", big};
+    EXPECT_EQ(idem::check_header_limits(&one, 1), idem::HeaderLimit::too_large);
+    one.value = std::string_view(big).substr(0, idem::max_record_header_bytes - 1);
+    EXPECT_EQ(idem::check_header_limits(&one, 1), idem::HeaderLimit::ok);
+}
