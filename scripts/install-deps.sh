@@ -6,6 +6,7 @@
 set -euo pipefail
 
 packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev redis-server libgtest-dev curl wrk
+          clang libclang-rt-14-dev
           build-essential dpkg-dev debhelper)
 [ $# -eq 0 ] || packages=("$@")
 

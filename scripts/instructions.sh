@@ -83,6 +83,7 @@ count() {  # count CELL N -> total instructions of the gateway process
     valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$NGINX_BIN" -p "$dir/gw" -c "$dir/gw/nginx.conf" \
         > "$dir/cg.log" 2>&1 &
     local vg=$!
+    pids+=("$vg")
     wait_port "$gw_port"
     drive "$1" "$2"
     kill -QUIT "$vg"; wait "$vg" || true
@@ -93,6 +94,7 @@ count() {  # count CELL N -> total instructions of the gateway process
 # store the replay cell's response once, outside the measurement
 gateway_conf replay
 "$NGINX_BIN" -p "$dir/gw" -c "$dir/gw/nginx.conf" & warm=$!
+pids+=("$warm")
 wait_port "$gw_port"; drive replay 1; kill -QUIT "$warm"; wait "$warm" || true
 
 printf '| cell | instructions per request | module work per request |\n|---|---|---|\n'

@@ -1,0 +1,245 @@
+// make_seeds.cpp — writes the seed corpora of the libFuzzer targets into
+// <dir>/fuzz_key, <dir>/fuzz_record and <dir>/fuzz_reply. The seeds are
+// committed (fuzz/corpus/); rerun this only to change them:
+//
+//   g++ -std=c++17 -Imodule -Ifuzz -o build/make_seeds fuzz/make_seeds.cpp
+//       module/record.cpp module/fingerprint.cpp -lcrypto    (one line)
+//   build/make_seeds fuzz/corpus
+//
+// Records are built with the module's own encoders (record.hpp); the key
+// values and the RESP framing are spelled out here.
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fuzz_common.hpp"
+#include "record.hpp"
+
+namespace {
+
+std::string g_dir;
+int g_written = 0;
+
+void seed(const std::string& target, const std::string& name, const std::string& bytes)
+{
+    const std::string path = g_dir + "/" + target + "/" + name;
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()
+        || std::fclose(f) != 0) {
+        std::perror(path.c_str());
+        std::exit(1);
+    }
+    ++g_written;
+}
+
+idem::Digest other_digest()
+{
+    idem::Digest d = fuzz::fixed_digest();
+    d[31] ^= 0xff;
+    return d;
+}
+
+std::string claim(const idem::Digest& fp, const std::string& token)
+{
+    std::string out(idem::claim_size(token), '\0');
+    out.resize(idem::encode_claim(fp, token, out.data()));
+    return out;
+}
+
+std::string response(const idem::Digest& fp, std::uint16_t status,
+                     const std::vector<idem::Header>& headers, const std::string& body)
+{
+    std::string out(idem::response_size(headers.data(), headers.size(), body.size()), '\0');
+    char* at = idem::encode_response_head(out.data(), fp, status, headers.data(),
+                                          headers.size(), body.size());
+    body.copy(at, body.size());
+    return out;
+}
+
+std::string unreplayable(const idem::Digest& fp, std::uint16_t status)
+{
+    std::string out(idem::unreplayable_size, '\0');
+    idem::encode_unreplayable(fp, status, out.data());
+    return out;
+}
+
+std::string bulk(const std::string& payload)
+{
+    return "$" + std::to_string(payload.size()) + "\r\n" + payload + "\r\n";
+}
+
+// fuzz_reply's command mode: 0x80, then each argument as len(2) bytes.
+std::string command(const std::vector<std::string>& args)
+{
+    std::string out = "\x80";
+    for (const std::string& a : args) {
+        out.push_back(static_cast<char>(a.size() >> 8));
+        out.push_back(static_cast<char>(a.size() & 0xff));
+        out += a;
+    }
+    return out;
+}
+
+// fuzz_reply's reply mode: the chunk size, then the stream.
+std::string replies(unsigned chunk, const std::string& stream)
+{
+    return std::string(1, static_cast<char>(chunk & 0x7f)) + stream;
+}
+
+void key_seeds()
+{
+    const std::string t = "fuzz_key";
+    std::string visible;
+    for (int c = 0x21; c <= 0x7e; ++c) {
+        visible.push_back(static_cast<char>(c));
+    }
+    seed(t, "bare_simple", "abc");
+    seed(t, "bare_uuid", "4f1c2b7e-8d3a-4b6e-9f00-1a2b3c4d5e6f");
+    seed(t, "bare_all_visible", visible);
+    seed(t, "bare_1", "x");
+    seed(t, "bare_255", std::string(255, 'k'));
+    seed(t, "bare_256_too_long", std::string(256, 'k'));
+    seed(t, "quoted_simple", "\"abc\"");
+    seed(t, "quoted_space", "\"order 42 / retry\"");
+    seed(t, "quoted_escapes", "\"a\\\"b\\\\c\"");
+    seed(t, "quoted_leading_quote", "\"\\\"abc\"");
+    seed(t, "quoted_255", "\"" + std::string(255, 'q') + "\"");
+    seed(t, "quoted_255_escaped", "\"" + std::string(2 * 255, '\\') + "\"");
+    seed(t, "quoted_256_too_long", "\"" + std::string(256, 'q') + "\"");
+    seed(t, "quoted_empty", "\"\"");
+    seed(t, "empty", "");
+    seed(t, "bad_unterminated", "\"abc");
+    seed(t, "bad_inner_quote", "\"a\"b\"");
+    seed(t, "bad_parameters", "\"abc\";a=1");
+    seed(t, "bad_escape", "\"a\\x\"");
+    seed(t, "bad_escape_at_end", "\"\\\"");
+    seed(t, "bad_bare_space", "a b");
+    seed(t, "bad_bare_del", "abc\x7f");
+    seed(t, "bad_bare_tab", "\tabc");
+    seed(t, "bad_utf8", "cl\xc3\xa9");
+    seed(t, "bad_quoted_ctl", "\"a\nb\"");
+    // For derive_redis_key: prefix length, scope length, prefix scope key.
+    seed(t, "derive_prefix_scope_key", std::string("\x05\x0a") + "idem:api.ex.com" + "key-123");
+    seed(t, "derive_empty_prefix_scope", std::string("\x00\x00", 2) + "key");
+    seed(t, "derive_long_scope", std::string("\x04\xff") + "idm:" + std::string(255, 's') + "k");
+}
+
+void record_seeds()
+{
+    const std::string t = "fuzz_record";
+    const idem::Digest fp = fuzz::fixed_digest();
+    const std::vector<idem::Header> typical = {
+        {"Content-Type", "application/json"},
+        {"Location", "/orders/42"},
+        {"Set-Cookie", "a=1; Path=/"},
+        {"Set-Cookie", "b=2; Path=/"},
+    };
+    std::string binary;
+    for (int i = 0; i < 256; ++i) {
+        binary.push_back(static_cast<char>(i));
+    }
+
+    seed(t, "claim_empty_token", claim(fp, ""));
+    seed(t, "claim_token", claim(fp, "0123456789abcdef"));
+    seed(t, "claim_token_255", claim(fp, std::string(255, 't')));
+    seed(t, "response_empty", response(fp, 204, {}, ""));
+    seed(t, "response_typical", response(fp, 201, typical, "{\"id\":42,\"status\":\"created\"}"));
+    seed(t, "response_empty_name_value", response(fp, 200, {{"", ""}, {"X", ""}}, "ok"));
+    seed(t, "response_binary_body", response(fp, 200, {{"Content-Type", "application/octet-stream"}}, binary));
+    seed(t, "response_1k_body", response(fp, 500, {{"Retry-After", "5"}}, std::string(1024, 'b')));
+    seed(t, "unreplayable_413", unreplayable(fp, 413));
+    seed(t, "unreplayable_0", unreplayable(fp, 0));
+    seed(t, "unreplayable_65535", unreplayable(fp, 65535));
+
+    std::string r = response(fp, 200, typical, "body");
+    seed(t, "bad_truncated", r.substr(0, r.size() - 1));
+    seed(t, "bad_trailing", r + "x");
+    std::string v = r;
+    v[3] = 2;
+    seed(t, "bad_version", v);
+    std::string k0 = unreplayable(fp, 200);
+    k0[4] = 0;
+    seed(t, "bad_kind_0", k0);
+    k0[4] = 4;
+    seed(t, "bad_kind_4", k0);
+    std::string m = claim(fp, "tok");
+    m[0] = 'X';
+    seed(t, "bad_magic", m);
+    std::string count = response(fp, 200, {{"A", "b"}}, "");
+    count[3 + 1 + 1 + 32 + 2 + 1] = 2;  // header_count 2, one header there
+    seed(t, "bad_header_count", count);
+}
+
+void reply_seeds()
+{
+    const std::string t = "fuzz_reply";
+    const idem::Digest fp = fuzz::fixed_digest();
+    const std::string replay =
+        bulk(response(fp, 201, {{"Content-Type", "application/json"}, {"Location", "/orders/42"}},
+                      "{\"id\":42}"));
+
+    seed(t, "nil", replies(0, "$-1\r\n"));
+    seed(t, "nil_bytewise", replies(1, "$-1\r\n"));
+    seed(t, "error_noscript",
+         replies(0, "-NOSCRIPT No matching script. Please use EVAL.\r\n"));
+    seed(t, "error_oom",
+         replies(0, "-OOM command not allowed when used memory > 'maxmemory'.\r\n"));
+    seed(t, "error_wrongtype",
+         replies(0, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"));
+    seed(t, "error_readonly", replies(5, "-READONLY You can't write against a read only replica.\r\n"));
+    seed(t, "status_ok", replies(0, "+OK\r\n"));
+    seed(t, "integer", replies(0, ":1\r\n"));
+    seed(t, "integer_negative", replies(2, ":-9223372036854775808\r\n"));
+    seed(t, "array", replies(0, "*2\r\n$3\r\nfoo\r\n:42\r\n"));
+    seed(t, "array_nested", replies(3, "*2\r\n*1\r\n$-1\r\n*2\r\n+OK\r\n-ERR x\r\n"));
+    seed(t, "array_nil", replies(0, "*-1\r\n"));
+    seed(t, "array_empty", replies(0, "*0\r\n"));
+    seed(t, "bulk_empty", replies(0, "$0\r\n\r\n"));
+    seed(t, "bulk_corrupt", replies(0, bulk("hello")));
+    seed(t, "bulk_claim_in_flight", replies(0, bulk(claim(fp, "0123456789abcdef"))));
+    seed(t, "bulk_claim_mismatch", replies(0, bulk(claim(other_digest(), "0123456789abcdef"))));
+    seed(t, "bulk_response_replay", replies(0, replay));
+    seed(t, "bulk_response_replay_chunked", replies(7, replay));
+    seed(t, "bulk_response_mismatch",
+         replies(0, bulk(response(other_digest(), 200, {{"A", "b"}}, "x"))));
+    seed(t, "bulk_unreplayable", replies(0, bulk(unreplayable(fp, 413))));
+    seed(t, "bulk_unreplayable_mismatch", replies(1, bulk(unreplayable(other_digest(), 413))));
+    seed(t, "pipelined", replies(3, "$-1\r\n" + replay + "-OOM no\r\n" + bulk(claim(fp, "t"))
+                                        + "+OK\r\n"));
+    seed(t, "bad_protocol", replies(0, "?what\r\n"));
+    seed(t, "bad_bulk_length", replies(0, "$x\r\nabc\r\n"));
+
+    seed(t, "command_set_claim",
+         command({"SET", "idem:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                  claim(fp, "0123456789abcdef"), "NX", "PX", "30000", "GET"}));
+    seed(t, "command_evalsha",
+         command({"EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "1", "idem:k", "tok"}));
+    seed(t, "command_none", command({}));
+    seed(t, "command_empty_arg", command({""}));
+    seed(t, "command_binary_arg", command({"SET", "k", std::string("\r\n$-1\r\n\0*", 9)}));
+    seed(t, "command_12_args", command(std::vector<std::string>(12, "a")));
+    seed(t, "command_300_byte_arg", command({"SET", "k", std::string(300, 'v')}));
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
+        return 2;
+    }
+    g_dir = argv[1];
+    for (const char* sub : {"", "/fuzz_key", "/fuzz_record", "/fuzz_reply"}) {
+        mkdir((g_dir + sub).c_str(), 0755);  // EEXIST is fine; seed() reports the rest
+    }
+    key_seeds();
+    record_seeds();
+    reply_seeds();
+    std::printf("%d seeds written under %s\n", g_written, g_dir.c_str());
+    return 0;
+}
