@@ -8,6 +8,7 @@ use IdempotencyTest;
 use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_TRICKLE_PORT} = start_trickle_proxy(redis_port());
+$ENV{TEST_NGINX_HUGE_ARRAY_PORT} = start_fake_redis("*100000000\r\n");
 test_nginx_defaults();
 run_tests();
 
@@ -122,3 +123,23 @@ Idempotency-Key: err-4
 ["X-Upstream-Execution: 1", "X-Upstream-Execution: 1\nIdempotent-Replayed: true\nSet-Cookie: c1=v1, c2=v2"]
 --- no_error_log
 [error]
+
+
+=== TEST 7: a server announcing a huge array is refused at once, nothing allocated for it
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_HUGE_ARRAY_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_redis_timeout 5s;
+    proxy_pass http://backend;
+}
+--- request
+POST /err/7
+x
+--- more_headers
+Idempotency-Key: err-7
+--- error_code: 503
+--- error_log
+malformed reply
+--- timeout: 3

@@ -14,6 +14,37 @@ namespace idem::redis {
 namespace {
 
 constexpr ngx_msec_t first_backoff = 100;
+
+// The module's replies are never arrays (nil, bulk strings, integers,
+// status, errors). hiredis reserves room for whatever element count an
+// array announces, so a broken or hostile server sending "*2147483647"
+// could make a worker allocate and free gigabytes; arrays longer than this
+// are refused before anything is allocated, and the connection is dropped.
+constexpr int max_reply_elements = 16;
+
+redisReplyObjectFunctions reply_functions;
+void* (*default_create_array)(const redisReadTask*, int) = nullptr;
+
+void* create_small_array(const redisReadTask* task, int elements)
+{
+    return elements > max_reply_elements ? nullptr : default_create_array(task, elements);
+}
+
+// A reader with hiredis's own reply objects but for the array guard.
+redisReader* create_reader() noexcept
+{
+    if (default_create_array == nullptr) {
+        redisReader* probe = redisReaderCreate();
+        if (probe == nullptr) {
+            return nullptr;
+        }
+        reply_functions = *probe->fn;
+        redisReaderFree(probe);
+        default_create_array = reply_functions.createArray;
+        reply_functions.createArray = create_small_array;
+    }
+    return redisReaderCreateWithFunctions(&reply_functions);
+}
 constexpr ngx_msec_t max_backoff = 1000;
 constexpr size_t read_chunk = 16 * 1024;
 
@@ -235,7 +266,7 @@ void Connection::connect() noexcept
     peer_.log = log_;
     peer_.log_error = NGX_ERROR_ERR;
 
-    reader_ = redisReaderCreate();
+    reader_ = create_reader();
     if (reader_ == nullptr) {
         fail("cannot allocate a reply reader", 0);
         return;

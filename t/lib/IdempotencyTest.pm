@@ -53,6 +53,9 @@
 #                             server's bytes on 3 at a time, 1 ms apart, so
 #                             replies reach the client split across many
 #                             reads; returns the proxy's port
+#   start_fake_redis($reply)  a loopback server that answers whatever it is
+#                             sent with the raw bytes $reply and keeps the
+#                             connection open; returns its port
 #   nginx_port()              the port Test::Nginx serves on
 #   test_nginx_defaults()     after `use Test::Nginx::Socket`: blocks keep
 #                             their order, load the built module, and get an
@@ -85,7 +88,7 @@ our @EXPORT = qw(
     redis_command upstream_count upstream_log wait_until
     redis_port upstream_port redis_pid stop_redis start_redis
     redis_key stored_kind send_request start_in_flight nginx_port test_nginx_defaults
-    start_trickle_proxy
+    start_trickle_proxy start_fake_redis
 );
 our @EXPORT_OK = qw(start);
 
@@ -575,6 +578,38 @@ sub trickle_loop {
             }
         }
     }
+}
+
+sub start_fake_redis {
+    my ($reply) = @_;
+    my $listen = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp', ReuseAddr => 1,
+    ) or die "IdempotencyTest: cannot listen for the fake Redis: $!\n";
+    my $port = $listen->sockport;
+    my $pid = fork;
+    die "IdempotencyTest: fork: $!\n" unless defined $pid;
+    if ($pid == 0) {
+        $SIG{$_} = 'DEFAULT' for qw(INT TERM HUP);
+        my $select = IO::Select->new($listen);
+        my $deadline = time + 3600;
+        while (time < $deadline) {
+            for my $fh ($select->can_read(1)) {
+                if ($fh == $listen) {
+                    my $c = $listen->accept or next;
+                    $select->add($c);
+                    next;
+                }
+                my $n = sysread($fh, my $buf, 65536);
+                if (!$n) { $select->remove($fh); close $fh; next }
+                syswrite($fh, $reply);
+            }
+        }
+        _exit(0);
+    }
+    close $listen;
+    push @extra_pids, $pid;
+    tell_watchdog("pid $pid");
+    return $port;
 }
 
 sub test_nginx_defaults {
