@@ -125,7 +125,7 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
     return NGX_DECLINED;
 }
 
-void decide(RequestCtx* ctx, Status status)
+void set_outcome(RequestCtx* ctx, Status status)
 {
     ctx->status = status;
     ctx->decided = true;
@@ -189,41 +189,41 @@ void on_claim(void* data, const ClaimResult& result)
     switch (result.decision) {
     case Decision::execute:
         ctx->owns_claim = true;
-        decide(ctx, Status::fresh);
+        set_outcome(ctx, Status::fresh);
         break;
     case Decision::replay:
         ctx->stored.data = static_cast<u_char*>(ngx_pnalloc(r->pool, result.stored.size()));
         if (ctx->stored.data == nullptr) {
-            decide(ctx, Status::unavailable);
+            set_outcome(ctx, Status::unavailable);
             break;
         }
         std::memcpy(ctx->stored.data, result.stored.data(), result.stored.size());
         ctx->stored.len = result.stored.size();
-        decide(ctx, ctx->waited ? Status::waited : Status::replayed);
+        set_outcome(ctx, ctx->waited ? Status::waited : Status::replayed);
         break;
     case Decision::in_flight:
         if (wait_for_original(ctx)) {
             return;
         }
-        decide(ctx, Status::conflict);
+        set_outcome(ctx, Status::conflict);
         break;
     case Decision::mismatch:
-        decide(ctx, Status::mismatch);
+        set_outcome(ctx, Status::mismatch);
         break;
     case Decision::unreplayable:
-        decide(ctx, Status::unreplayable);
+        set_outcome(ctx, Status::unreplayable);
         break;
     case Decision::unverifiable:  // the store logged why; never replayed, never executed again
         ctx->unverifiable = true;
-        decide(ctx, Status::unreplayable);
+        set_outcome(ctx, Status::unreplayable);
         break;
     case Decision::corrupt:
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "idempotency: the value under \"%V\" is not a record of this module", &ctx->redis_key);
-        decide(ctx, Status::unavailable);
+        set_outcome(ctx, Status::unavailable);
         break;
     case Decision::unavailable:  // the store logged why
-        decide(ctx, Status::unavailable);
+        set_outcome(ctx, Status::unavailable);
         break;
     }
     resume(r);
@@ -242,7 +242,7 @@ void on_claim_timeout(ngx_event_t* ev)
         ctx->store->abandon(ctx->pending);
         ctx->pending = nullptr;
     }
-    decide(ctx, Status::unavailable);
+    set_outcome(ctx, Status::unavailable);
     resume(ctx->request);
 }
 
@@ -362,7 +362,7 @@ void start_claim(ngx_http_request_t* r, RequestCtx* ctx)
                           "idempotency: Redis %V is unreachable (%ui requests since the last line)",
                           &conf->server->name, unreachable_log.take());
         }
-        decide(ctx, Status::unavailable);
+        set_outcome(ctx, Status::unavailable);
         resume(r);
         return;
     }
@@ -471,14 +471,14 @@ ngx_int_t access_handler(ngx_http_request_t* r)
     }
     switch (found) {
     case KeyLookup::none:
-        decide(ctx, Status::missing);
+        set_outcome(ctx, Status::missing);
         if (!conf->required) {
             ctx->responded = true;
             return NGX_DECLINED;
         }
         return respond(r, ctx);
     case KeyLookup::many:
-        decide(ctx, Status::invalid);
+        set_outcome(ctx, Status::invalid);
         return respond(r, ctx);
     case KeyLookup::one:
         break;
@@ -490,7 +490,7 @@ ngx_int_t access_handler(ngx_http_request_t* r)
     }
     ParsedKey parsed = parse_key(view(value), key);
     if (parsed.status != KeyStatus::ok) {
-        decide(ctx, Status::invalid);
+        set_outcome(ctx, Status::invalid);
         return respond(r, ctx);
     }
     if (!derive_key(r, ctx, {key, parsed.length})) {

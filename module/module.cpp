@@ -84,22 +84,34 @@ ngx_str_t tail_after(const ngx_str_t& s, size_t n)
     return ngx_str_t{s.len - n, s.data + n};
 }
 
-// password_file=PATH: the file's first line (trailing whitespace dropped),
-// read once by the master at configuration time; the path is relative to
-// the configuration directory, as for ssl_certificate.
-bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
+// Reads a small file named by a directive (a password, a key), once, at
+// configuration time; relative paths start at the configuration directory,
+// as for ssl_certificate. False, logged, when it cannot be opened; `n` is
+// what read() gave (equal to `size` when the file is larger than expected).
+bool read_config_file(ngx_conf_t* cf, const char* directive, const char* what, ngx_str_t& path, u_char* buf,
+                      size_t size, ssize_t& n)
 {
     if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) {
         return false;
     }
     ngx_fd_t fd = ngx_open_file(path.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
     if (fd == NGX_INVALID_FILE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"idempotency_redis\": cannot open password_file \"%V\"", &path);
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"%s\": cannot open %s\"%V\"", directive, what, &path);
         return false;
     }
-    u_char buf[1025];
-    ssize_t n = ngx_read_fd(fd, buf, sizeof(buf));
+    n = ngx_read_fd(fd, buf, size);
     ngx_close_file(fd);
+    return true;
+}
+
+// password_file=PATH: the file's first line (trailing whitespace dropped).
+bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
+{
+    u_char buf[1025];
+    ssize_t n = 0;
+    if (!read_config_file(cf, "idempotency_redis", "password_file ", path, buf, sizeof(buf), n)) {
+        return false;
+    }
     size_t len = n > 0 ? static_cast<size_t>(n) : 0;
     for (size_t i = 0; i < len; i++) {
         if (buf[i] == '\n' || buf[i] == '\r') {
@@ -285,7 +297,7 @@ char* set_header(ngx_conf_t* cf, ngx_command_t*, void* conf)
 }
 
 // The first file's key seals new records; the others only open old ones
-// (rotation). Key files are read once, at configuration time.
+// (rotation).
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t*, void* conf)
 {
     auto* lcf = static_cast<LocConf*>(conf);
@@ -299,17 +311,11 @@ char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t*, void* conf)
     auto* args = static_cast<ngx_str_t*>(cf->args->elts);
     for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
         ngx_str_t path = args[i];
-        if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) {
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-        ngx_fd_t fd = ngx_open_file(path.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-        if (fd == NGX_INVALID_FILE) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"idempotency_encrypt_key\": cannot open \"%V\"", &path);
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
         u_char buf[129];
-        ssize_t n = ngx_read_fd(fd, buf, sizeof(buf));
-        ngx_close_file(fd);
+        ssize_t n = 0;
+        if (!read_config_file(cf, "idempotency_encrypt_key", "", path, buf, sizeof(buf), n)) {
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
         auto* key = static_cast<SecretKey*>(ngx_array_push(lcf->seal_keys));
         bool ok = n >= 0 && n < static_cast<ssize_t>(sizeof(buf)) && key != nullptr
                   && parse_secret_key({reinterpret_cast<char*>(buf), static_cast<size_t>(n)}, *key);

@@ -126,25 +126,9 @@ bool Connection::queue(int argc, const char** argv, const size_t* argv_len, Repl
         }
     }
 
-    Pending* p = take_pending();
-    size_t size = resp_size(argc, argv_len);
-    if (p == nullptr || !reserve(size)) {
-        give_back(p);
+    if (!push(argc, argv, argv_len, handler, data, false)) {
         return false;
     }
-    resp_write(out_ + out_len_, argc, argv, argv_len);
-    out_len_ += size;
-    p->handler = handler;
-    p->data = data;
-    p->queued_us = monotonic_us();
-    p->next = nullptr;
-    count(Counter::redis_commands);
-    if (tail_) {
-        tail_->next = p;
-    } else {
-        head_ = p;
-    }
-    tail_ = p;
 
     if (broken) {
         return true;  // failed with the others, then queued again by its handler
@@ -228,9 +212,11 @@ void Connection::give_back(Pending* p) noexcept
     }
 }
 
-// Handshake commands go first, before anything queued while we were down.
-bool Connection::enqueue_front(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
-                               void* data) noexcept
+// Writes a command into the output buffer and links its reply slot: at the
+// back, or at the front for the handshake, which goes before anything queued
+// while the connection was down.
+bool Connection::push(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
+                      bool front) noexcept
 {
     Pending* p = take_pending();
     size_t size = resp_size(argc, argv_len);
@@ -238,18 +224,28 @@ bool Connection::enqueue_front(int argc, const char** argv, const size_t* argv_l
         give_back(p);
         return false;
     }
-    size_t waiting = out_len_ - out_pos_;
-    std::memmove(out_ + out_pos_ + size, out_ + out_pos_, waiting);
-    resp_write(out_ + out_pos_, argc, argv, argv_len);
+    char* at = out_ + out_len_;
+    if (front) {
+        at = out_ + out_pos_;
+        std::memmove(at + size, at, out_len_ - out_pos_);
+    }
+    resp_write(at, argc, argv, argv_len);
     out_len_ += size;
     p->handler = handler;
     p->data = data;
     p->queued_us = monotonic_us();
-    p->next = head_;
-    head_ = p;
-    if (tail_ == nullptr) {
+    if (front) {
+        p->next = head_;
+        head_ = p;
+        if (tail_ == nullptr) {
+            tail_ = p;
+        }
+    } else {
+        p->next = nullptr;
+        (tail_ ? tail_->next : head_) = p;
         tail_ = p;
     }
+    count(Counter::redis_commands);
     return true;
 }
 
@@ -311,7 +307,7 @@ bool Connection::handshake() noexcept
         size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", server_.db) - reinterpret_cast<u_char*>(db));
         const char* argv[] = {"SELECT", db};
         const size_t lens[] = {6, db_len};
-        if (!enqueue_front(2, argv, lens, on_handshake_reply, this)) {
+        if (!push(2, argv, lens, on_handshake_reply, this, true)) {
             return false;
         }
     }
@@ -325,7 +321,7 @@ bool Connection::handshake() noexcept
         }
         argv[argc] = reinterpret_cast<const char*>(server_.password.data);
         lens[argc++] = server_.password.len;
-        if (!enqueue_front(argc, argv, lens, on_handshake_reply, this)) {
+        if (!push(argc, argv, lens, on_handshake_reply, this, true)) {
             return false;
         }
     }

@@ -64,7 +64,7 @@ private:
     bool reserve(size_t size) noexcept;
     Pending* take_pending() noexcept;
     void give_back(Pending* p) noexcept;
-    bool enqueue_front(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data) noexcept;
+    bool push(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data, bool front) noexcept;
     bool handshake() noexcept;
 
     static void on_read(ngx_event_t* ev);

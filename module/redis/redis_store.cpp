@@ -216,12 +216,14 @@ private:
                           &self->server_.name, reply->str);
         }
         if (op->callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
-            Record record;
-            ClaimResult result{decide(reply, op->fingerprint, record), {}};
+            ClaimResult result{Decision::unavailable, {}};
             char* opened = nullptr;
             if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
                 result.stored = {reply->str, reply->len};
-                result.decision = self->unseal(*op, key, result.stored, opened);
+                result.decision = self->decide_record(*op, key, result.stored, opened);
+            } else {
+                Record record;
+                result.decision = decide(reply, op->fingerprint, record);
             }
             op->callback(op->data, result);
             ngx_free(opened);
@@ -236,11 +238,12 @@ private:
         ngx_free(op);
     }
 
-    // With encryption at rest, the record read by a claim must be sealed and
-    // open with one of the location's keys, bound to its own Redis key; a
-    // plain claim (an original in flight) is the one exception. `stored`
-    // becomes the opened record, in `opened` (ngx_alloc'd, freed by the caller).
-    Decision unseal(const PendingOp& op, std::string_view key, std::string_view& stored, char*& opened) noexcept
+    // What the record found by a claim means for the request. With
+    // encryption at rest it must be sealed and open with one of the
+    // location's keys, bound to its own Redis key; a plain claim (an
+    // original in flight) is the one exception. `stored` becomes the opened
+    // record, in `opened` (ngx_alloc'd, freed by the caller).
+    Decision decide_record(const PendingOp& op, std::string_view key, std::string_view& stored, char*& opened) noexcept
     {
         Record record;
         if (!is_sealed(stored)) {
