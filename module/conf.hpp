@@ -11,15 +11,29 @@ extern "C" ngx_module_t ngx_http_idempotency_module;
 
 namespace idem {
 
-// One Redis server named by `idempotency_redis`; each worker keeps one
-// connection to each distinct server.
-struct RedisServer {
-    ngx_str_t name;      // as written, for logs
-    ngx_url_t url;
-    ngx_int_t db;
+// What every connection to a Redis data node sends first (AUTH, SELECT).
+struct RedisAuth {
     ngx_str_t username;
     ngx_str_t password;
-    ngx_uint_t index;    // position in MainConf::servers
+    ngx_int_t db;
+};
+
+// How the module reaches Redis: one server (`idempotency_redis`), a Redis
+// Cluster found from seed nodes (`idempotency_redis_cluster`), or the
+// master that Redis Sentinel names (`idempotency_redis_sentinel`).
+enum class RedisKind { single, cluster, sentinel };
+
+// One Redis deployment named by a directive; each worker keeps one store
+// (and its connections) per distinct deployment.
+struct RedisServer {
+    ngx_str_t name;       // for logs: the address, or the list of seeds
+    RedisKind kind;
+    ngx_url_t* urls;      // the server, the cluster's seed nodes, or the sentinels
+    ngx_uint_t nurls;
+    ngx_str_t master_name;     // sentinel: the monitored master's name
+    RedisAuth auth;            // for data nodes
+    RedisAuth sentinel_auth;   // sentinel: for the sentinels themselves
+    ngx_uint_t index;     // position in MainConf::servers
 };
 
 struct MainConf {

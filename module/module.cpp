@@ -22,7 +22,13 @@ ngx_command_t commands[] = {
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, enable), nullptr},
 
     {ngx_string("idempotency_redis"), any_level | NGX_CONF_1MORE, set_redis,
-     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
+     NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::single), nullptr},
+
+    {ngx_string("idempotency_redis_cluster"), any_level | NGX_CONF_1MORE, set_redis,
+     NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::cluster), nullptr},
+
+    {ngx_string("idempotency_redis_sentinel"), any_level | NGX_CONF_2MORE, set_redis,
+     NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::sentinel), nullptr},
 
     {ngx_string("idempotency_redis_timeout"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_timeout), nullptr},
@@ -136,92 +142,200 @@ bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
     return password.data != nullptr;
 }
 
-char* set_redis(ngx_conf_t* cf, ngx_command_t*, void* conf)
+// password=, password_file= or password_env= (with `prefix` before each).
+// Returns true when `a` is one of them, with `error` set when it is bad.
+bool parse_password(ngx_conf_t* cf, const ngx_str_t& a, std::string_view prefix, ngx_str_t& password, bool& error)
+{
+    auto is = [&](std::string_view name) {
+        return a.len > prefix.size() + name.size() && view(a).substr(0, prefix.size()) == prefix
+               && view(a).substr(prefix.size(), name.size()) == name;
+    };
+    if (is("password=")) {
+        password = tail_after(a, prefix.size() + 9);
+    } else if (is("password_file=")) {
+        error = !read_password_file(cf, tail_after(a, prefix.size() + 14), password);
+    } else if (is("password_env=")) {
+        ngx_str_t name = tail_after(a, prefix.size() + 13);
+        char env_name[256];
+        const char* value = nullptr;
+        if (name.len < sizeof(env_name)) {
+            ngx_memcpy(env_name, name.data, name.len);
+            env_name[name.len] = '\0';
+            value = getenv(env_name);
+        }
+        if (value == nullptr || *value == '\0') {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "the environment variable \"%V\" of %*spassword_env= is not set",
+                               &name, prefix.size(), prefix.data());
+            error = true;
+            return true;
+        }
+        password.len = ngx_strlen(value);
+        password.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, password.len));
+        if (password.data == nullptr) {
+            error = true;
+            return true;
+        }
+        ngx_memcpy(password.data, value, password.len);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+bool same_auth(const RedisAuth& a, const RedisAuth& b)
+{
+    return a.db == b.db && view(a.password) == view(b.password) && view(a.username) == view(b.username);
+}
+
+bool same_deployment(const RedisServer& a, const RedisServer& b)
+{
+    if (a.kind != b.kind || a.nurls != b.nurls || view(a.master_name) != view(b.master_name)
+        || !same_auth(a.auth, b.auth) || !same_auth(a.sentinel_auth, b.sentinel_auth)) {
+        return false;
+    }
+    for (ngx_uint_t i = 0; i < a.nurls; i++) {
+        if (view(a.urls[i].url) != view(b.urls[i].url)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// idempotency_redis ADDRESS [params], idempotency_redis_cluster ADDRESS...
+// [params], idempotency_redis_sentinel MASTER ADDRESS... [params]; the
+// command's offset is its RedisKind.
+char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
 {
     auto* lcf = static_cast<LocConf*>(conf);
     if (lcf->server != nullptr) {
-        return const_cast<char*>("is duplicate");
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": a Redis store is already set for this level (by "
+                           "idempotency_redis, idempotency_redis_cluster or idempotency_redis_sentinel)", &cmd->name);
+        return static_cast<char*>(NGX_CONF_ERROR);
     }
     auto* mcf = static_cast<MainConf*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_idempotency_module));
     auto* args = static_cast<ngx_str_t*>(cf->args->elts);
+    const char* directive = reinterpret_cast<const char*>(cmd->name.data);
 
     RedisServer server{};
-    server.name = args[1];
-    server.db = 0;
-    server.url.url = args[1];
-    server.url.default_port = 6379;
-    server.url.no_resolve = 0;
-
-    if (ngx_parse_url(cf->pool, &server.url) != NGX_OK) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid Redis address \"%V\" in \"idempotency_redis\"%s%s",
-                           &args[1], server.url.err ? ": " : "", server.url.err ? server.url.err : "");
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    if (server.url.naddrs == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "Redis address \"%V\" in \"idempotency_redis\" has no addresses", &args[1]);
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-
-    for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
-        const ngx_str_t& a = args[i];
-        if (starts_with(a, "db=")) {
-            ngx_str_t v = tail_after(a, 3);
-            server.db = ngx_atoi(v.data, v.len);
-            if (server.db == NGX_ERROR) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid \"%V\" in \"idempotency_redis\": db must be a number", &a);
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-        } else if (starts_with(a, "password=")) {
-            server.password = tail_after(a, 9);
-        } else if (starts_with(a, "password_file=")) {
-            if (!read_password_file(cf, tail_after(a, 14), server.password)) {
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-        } else if (starts_with(a, "password_env=")) {
-            ngx_str_t name = tail_after(a, 13);
-            char env_name[256];
-            const char* value = nullptr;
-            if (name.len > 0 && name.len < sizeof(env_name)) {
-                ngx_memcpy(env_name, name.data, name.len);
-                env_name[name.len] = '\0';
-                value = getenv(env_name);
-            }
-            if (value == nullptr || *value == '\0') {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "\"idempotency_redis\": the environment variable \"%V\" of password_env= is not set", &name);
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-            server.password.len = ngx_strlen(value);
-            server.password.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, server.password.len));
-            if (server.password.data == nullptr) {
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-            ngx_memcpy(server.password.data, value, server.password.len);
-        } else if (starts_with(a, "username=")) {
-            server.username = tail_after(a, 9);
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\" in \"idempotency_redis\" "
-                               "(expected db=, username=, password=, password_file= or password_env=)", &a);
+    server.kind = static_cast<RedisKind>(cmd->offset);
+    ngx_uint_t first = 1;
+    if (server.kind == RedisKind::sentinel) {
+        server.master_name = args[1];
+        first = 2;
+        if (server.master_name.len == 0 || ngx_strlchr(args[1].data, args[1].data + args[1].len, '=') != nullptr) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\" needs the master's name first, then the sentinels' "
+                               "addresses", directive);
             return static_cast<char*>(NGX_CONF_ERROR);
         }
     }
-    if (server.username.len && !server.password.len) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"idempotency_redis\": username= needs password=, password_file= or password_env=");
+    ngx_uint_t last = first;
+    while (last < cf->args->nelts && ngx_strlchr(args[last].data, args[last].data + args[last].len, '=') == nullptr) {
+        last++;
+    }
+    if (last == first || (server.kind == RedisKind::single && last - first > 1)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, server.kind == RedisKind::single
+                           ? "\"%s\" takes one address" : "\"%s\" needs at least one address", directive);
         return static_cast<char*>(NGX_CONF_ERROR);
     }
+    server.nurls = last - first;
+    server.urls = static_cast<ngx_url_t*>(ngx_pcalloc(cf->pool, server.nurls * sizeof(ngx_url_t)));
+    if (server.urls == nullptr) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    size_t name_len = server.kind == RedisKind::sentinel ? server.master_name.len + sizeof("\"\" via sentinel ") : 0;
+    for (ngx_uint_t i = 0; i < server.nurls; i++) {
+        ngx_url_t& url = server.urls[i];
+        url.url = args[first + i];
+        url.default_port = server.kind == RedisKind::sentinel ? 26379 : 6379;
+        if (ngx_parse_url(cf->pool, &url) != NGX_OK) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid Redis address \"%V\" in \"%s\"%s%s", &url.url, directive,
+                               url.err ? ": " : "", url.err ? url.err : "");
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        if (url.naddrs == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "Redis address \"%V\" in \"%s\" has no addresses", &url.url,
+                               directive);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        if (server.kind == RedisKind::cluster && url.family == AF_UNIX) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": cluster nodes are reached over TCP, not \"%V\"",
+                               directive, &url.url);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        name_len += url.url.len + 1;
+    }
 
-    // One server per distinct address and credentials, shared by every
-    // location naming it: each worker keeps one connection per server.
+    for (ngx_uint_t i = last; i < cf->args->nelts; i++) {
+        const ngx_str_t& a = args[i];
+        bool error = false;
+        if (starts_with(a, "db=")) {
+            ngx_str_t v = tail_after(a, 3);
+            server.auth.db = ngx_atoi(v.data, v.len);
+            if (server.auth.db == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid \"%V\" in \"%s\": db must be a number", &a, directive);
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+            if (server.kind == RedisKind::cluster && server.auth.db != 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": Redis Cluster has only database 0", directive);
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+        } else if (parse_password(cf, a, "", server.auth.password, error)) {
+            if (error) {
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+        } else if (starts_with(a, "username=")) {
+            server.auth.username = tail_after(a, 9);
+        } else if (server.kind == RedisKind::sentinel && parse_password(cf, a, "sentinel_", server.sentinel_auth.password, error)) {
+            if (error) {
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+        } else if (server.kind == RedisKind::sentinel && starts_with(a, "sentinel_username=")) {
+            server.sentinel_auth.username = tail_after(a, 18);
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\" in \"%s\" (expected %sdb=, username=, password=, password_file= "
+                               "or password_env=%s)", &a, directive,
+                               server.kind == RedisKind::sentinel ? "an address, " : "",
+                               server.kind == RedisKind::sentinel ? ", or the same with sentinel_ before them" : "");
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
+    for (const RedisAuth* auth : {&server.auth, &server.sentinel_auth}) {
+        if (auth->username.len && !auth->password.len) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": %susername= needs a password (password=, password_file= "
+                               "or password_env=)", directive, auth == &server.auth ? "" : "sentinel_");
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
+
+    // One deployment per distinct addresses and credentials, shared by every
+    // location naming it: each worker keeps one store (and its connections)
+    // per deployment.
     auto** known = static_cast<RedisServer**>(mcf->servers.elts);
     for (ngx_uint_t i = 0; i < mcf->servers.nelts; i++) {
-        RedisServer* s = known[i];
-        if (view(s->url.url) == view(server.url.url) && s->db == server.db
-            && view(s->password) == view(server.password) && view(s->username) == view(server.username)) {
-            lcf->server = s;
+        if (same_deployment(*known[i], server)) {
+            lcf->server = known[i];
             return NGX_CONF_OK;
         }
+    }
+
+    // The name in logs: the address as written, or "cluster a,b,c", or
+    // "\"mymaster\" via sentinel a,b".
+    if (server.kind == RedisKind::single) {
+        server.name = args[1];
+    } else {
+        name_len += sizeof("cluster ");
+        server.name.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, name_len));
+        if (server.name.data == nullptr) {
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        u_char* p = server.kind == RedisKind::cluster
+                        ? ngx_cpymem(server.name.data, "cluster ", 8)
+                        : ngx_sprintf(server.name.data, "\"%V\" via sentinel ", &server.master_name);
+        for (ngx_uint_t i = 0; i < server.nurls; i++) {
+            p = ngx_sprintf(p, i ? ",%V" : "%V", &server.urls[i].url);
+        }
+        server.name.len = static_cast<size_t>(p - server.name.data);
     }
 
     auto* stored = static_cast<RedisServer*>(ngx_pcalloc(cf->pool, sizeof(RedisServer)));
@@ -390,7 +504,8 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
 
     if (conf->enable && conf->server == nullptr) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"idempotency on\" needs \"idempotency_redis\" in this location or an enclosing block");
+                           "\"idempotency on\" needs \"idempotency_redis\" (or _redis_cluster, _redis_sentinel) "
+                           "in this location or an enclosing block");
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     if (conf->ttl == 0 || conf->lock_ttl == 0 || conf->redis_timeout == 0) {

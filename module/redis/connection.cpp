@@ -15,14 +15,18 @@ namespace {
 
 constexpr ngx_msec_t first_backoff = 100;
 
-// The module's replies are never arrays (nil, bulk strings, integers,
-// status, errors). hiredis reserves room for whatever element count an
-// array announces, so a broken or hostile server sending "*2147483647"
-// could make a worker allocate and free gigabytes; arrays longer than this
-// are refused before anything is allocated, and the connection is dropped.
+// The store's replies are never arrays (nil, bulk strings, integers,
+// status, errors), Sentinel's master address is an array of 2, and the
+// cluster's slot map has at most one entry per slot. hiredis reserves room
+// for whatever element count an array announces, so a broken or hostile
+// server sending "*2147483647" could make a worker allocate and free
+// gigabytes; longer arrays are refused before anything is allocated, and
+// the connection is dropped.
 constexpr int max_reply_elements = 16;
+constexpr int max_large_reply_elements = 16384;
 
-redisReplyObjectFunctions reply_functions;
+redisReplyObjectFunctions small_functions;
+redisReplyObjectFunctions large_functions;
 void* (*default_create_array)(const redisReadTask*, int) = nullptr;
 
 void* create_small_array(const redisReadTask* task, int elements)
@@ -30,27 +34,36 @@ void* create_small_array(const redisReadTask* task, int elements)
     return elements > max_reply_elements ? nullptr : default_create_array(task, elements);
 }
 
+void* create_large_array(const redisReadTask* task, int elements)
+{
+    return elements > max_large_reply_elements ? nullptr : default_create_array(task, elements);
+}
+
 // A reader with hiredis's own reply objects but for the array guard.
-redisReader* create_reader() noexcept
+redisReader* create_reader(bool large) noexcept
 {
     if (default_create_array == nullptr) {
         redisReader* probe = redisReaderCreate();
         if (probe == nullptr) {
             return nullptr;
         }
-        reply_functions = *probe->fn;
+        small_functions = *probe->fn;
         redisReaderFree(probe);
-        default_create_array = reply_functions.createArray;
-        reply_functions.createArray = create_small_array;
+        default_create_array = small_functions.createArray;
+        large_functions = small_functions;
+        small_functions.createArray = create_small_array;
+        large_functions.createArray = create_large_array;
     }
-    return redisReaderCreateWithFunctions(&reply_functions);
+    return redisReaderCreateWithFunctions(large ? &large_functions : &small_functions);
 }
 constexpr ngx_msec_t max_backoff = 1000;
 constexpr size_t read_chunk = 16 * 1024;
 
 }  // namespace
 
-Connection::Connection(const RedisServer& server, ngx_log_t* log) noexcept : server_(server), log_(log)
+Connection::Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
+                       bool large_replies) noexcept
+    : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies)
 {
     retry_event_.handler = on_retry;
     retry_event_.data = this;
@@ -253,16 +266,15 @@ bool Connection::push(int argc, const char** argv, const size_t* argv_len, Reply
 
 void Connection::connect() noexcept
 {
-    ngx_addr_t& addr = server_.url.addrs[0];
     peer_ = ngx_peer_connection_t{};
-    peer_.sockaddr = addr.sockaddr;
-    peer_.socklen = addr.socklen;
-    peer_.name = &addr.name;
+    peer_.sockaddr = addr_.sockaddr;
+    peer_.socklen = addr_.socklen;
+    peer_.name = const_cast<ngx_str_t*>(&addr_.name);
     peer_.get = ngx_event_get_peer;
     peer_.log = log_;
     peer_.log_error = NGX_ERROR_ERR;
 
-    reader_ = create_reader();
+    reader_ = create_reader(large_replies_);
     if (reader_ == nullptr) {
         fail("cannot allocate a reply reader", 0);
         return;
@@ -302,25 +314,25 @@ void Connection::connect() noexcept
 bool Connection::handshake() noexcept
 {
     // pushed to the front in reverse: AUTH goes out before SELECT
-    if (server_.db != 0) {
+    if (auth_.db != 0) {
         char db[NGX_INT_T_LEN];
-        size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", server_.db) - reinterpret_cast<u_char*>(db));
+        size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", auth_.db) - reinterpret_cast<u_char*>(db));
         const char* argv[] = {"SELECT", db};
         const size_t lens[] = {6, db_len};
         if (!push(2, argv, lens, on_handshake_reply, this, true)) {
             return false;
         }
     }
-    if (server_.password.len) {
+    if (auth_.password.len) {
         const char* argv[3] = {"AUTH"};
         size_t lens[3] = {4};
         int argc = 1;
-        if (server_.username.len) {
-            argv[argc] = reinterpret_cast<const char*>(server_.username.data);
-            lens[argc++] = server_.username.len;
+        if (auth_.username.len) {
+            argv[argc] = reinterpret_cast<const char*>(auth_.username.data);
+            lens[argc++] = auth_.username.len;
         }
-        argv[argc] = reinterpret_cast<const char*>(server_.password.data);
-        lens[argc++] = server_.password.len;
+        argv[argc] = reinterpret_cast<const char*>(auth_.password.data);
+        lens[argc++] = auth_.password.len;
         if (!push(argc, argv, lens, on_handshake_reply, this, true)) {
             return false;
         }
@@ -333,7 +345,7 @@ void Connection::on_handshake_reply(void* data, redisReply* reply)
     auto* self = static_cast<Connection*>(data);
     if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
         ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the handshake: %s",
-                      &self->server_.name, reply->str);
+                      &self->name_, reply->str);
         self->fail(nullptr, 0);
     }
 }
@@ -345,7 +357,7 @@ void Connection::connected() noexcept
     }
     state_ = State::up;
     if (backoff_ != 0) {
-        ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis %V is reachable again", &server_.name);
+        ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis %V is reachable again", &name_);
         count(Counter::redis_reconnects);
     }
     backoff_ = 0;
@@ -363,7 +375,7 @@ void Connection::fail(const char* why, ngx_err_t err) noexcept
         return;
     }
     if (why != nullptr && (state_ != State::down || backoff_ == 0)) {
-        ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V: %s", &server_.name, why);
+        ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V: %s", &name_, why);
     }
     if (conn_ != nullptr) {
         ngx_close_connection(conn_);

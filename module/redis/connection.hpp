@@ -14,7 +14,7 @@ struct redisReader;
 struct redisReply;
 
 namespace idem {
-struct RedisServer;
+struct RedisAuth;
 }
 
 namespace idem::redis {
@@ -32,7 +32,12 @@ struct Pending {
 
 class Connection {
 public:
-    Connection(const RedisServer& server, ngx_log_t* log) noexcept;
+    // `name` (for logs), `addr` and `auth` must outlive the connection.
+    // `large_replies`: arrays of up to 16384 elements are accepted (the
+    // cluster's slot map); otherwise 16, which the store's commands never
+    // exceed.
+    Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
+               bool large_replies = false) noexcept;
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -49,6 +54,9 @@ public:
     void set_timeout(ngx_msec_t timeout) noexcept;
 
     bool up() const noexcept { return state_ == State::up; }
+    // Down, and not to be tried again before its backoff has elapsed.
+    bool resting() const noexcept { return state_ == State::down && ngx_current_msec < retry_at_; }
+    const ngx_str_t& name() const noexcept { return name_; }
 
 private:
     enum class State { down, connecting, up };
@@ -74,8 +82,11 @@ private:
     static void on_flush(ngx_event_t* ev);
     static void on_handshake_reply(void* data, redisReply* reply);
 
-    const RedisServer& server_;
+    const ngx_str_t& name_;
+    const ngx_addr_t& addr_;
+    const RedisAuth& auth_;
     ngx_log_t* log_;
+    bool large_replies_;
     State state_ = State::down;
     ngx_peer_connection_t peer_{};
     ngx_connection_t* conn_ = nullptr;

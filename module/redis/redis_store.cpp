@@ -8,7 +8,7 @@
 #include <cstring>
 #include <new>
 
-#include "connection.hpp"
+#include "router.hpp"
 
 namespace idem {
 
@@ -88,9 +88,15 @@ struct ScriptCall {
 
 class RedisStore final : public Store {
 public:
-    RedisStore(const RedisServer& server, ngx_log_t* log) noexcept : server_(server), conn_(server, log), log_(log) {}
+    RedisStore(const RedisServer& server, Router* router, ngx_log_t* log) noexcept
+        : server_(server), router_(router), log_(log)
+    {
+    }
+    ~RedisStore() override { delete router_; }
+    RedisStore(const RedisStore&) = delete;
+    RedisStore& operator=(const RedisStore&) = delete;
 
-    Connection& connection() noexcept { return conn_; }
+    Router& router() noexcept { return *router_; }
 
     PendingOp* claim(std::string_view key, std::string_view claim, const Digest& fingerprint,
                      std::uint64_t lock_ttl_ms, const SecretKey* keys, std::size_t key_count,
@@ -115,7 +121,7 @@ public:
         size_t ttl_len = decimal(lock_ttl_ms, ttl);
         const char* argv[] = {"SET", op->bytes, op->bytes + key.size(), "NX", "PX", ttl, "GET"};
         const size_t lens[] = {3, key.size(), claim.size(), 2, 2, ttl_len, 3};
-        if (!conn_.command(7, argv, lens, on_claim_reply, op)) {
+        if (!router_->command(key, 7, argv, lens, on_claim_reply, op)) {
             ngx_free(op);
             return nullptr;
         }
@@ -195,7 +201,7 @@ private:
             argv[3 + i] = call->arg[i];
             lens[3 + i] = call->len[i];
         }
-        if (!conn_.command(3 + call->argc, argv, lens, on_script_reply, call, true)) {
+        if (!router_->command({call->arg[0], call->len[0]}, 3 + call->argc, argv, lens, on_script_reply, call, true)) {
             ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: cannot queue a command to %s on Redis %V",
                           call->script->purpose, &server_.name);
             ngx_free(call);
@@ -304,7 +310,7 @@ private:
     }
 
     const RedisServer& server_;
-    Connection conn_;
+    Router* router_;
     ngx_log_t* log_;
 };
 
@@ -349,12 +355,15 @@ Store* store_for(const RedisServer& server, ngx_msec_t timeout) noexcept
     }
     RedisStore*& store = worker_stores[server.index];
     if (store == nullptr) {
-        store = new (std::nothrow) RedisStore(*worker_servers[server.index], ngx_cycle->log);
+        const RedisServer& configured = *worker_servers[server.index];
+        Router* router = make_router(configured, ngx_cycle->log);
+        store = router ? new (std::nothrow) RedisStore(configured, router, ngx_cycle->log) : nullptr;
         if (store == nullptr) {
+            delete router;
             return nullptr;
         }
     }
-    store->connection().set_timeout(timeout);
+    store->router().set_timeout(timeout);
     return store;
 }
 

@@ -56,6 +56,26 @@
 #   start_fake_redis($reply)  a loopback server that answers whatever it is
 #                             sent with the raw bytes $reply and keeps the
 #                             connection open; returns its port
+#   redis_command_at($port, @args)
+#                             as redis_command, to the Redis on 127.0.0.1:$port
+#   start_redis_cluster($masters, [$replicas])
+#                             a Redis Cluster of $masters masters (each with
+#                             $replicas replicas, default 0) on free ports,
+#                             created with `redis-cli --cluster create`;
+#                             waits until every node says cluster_state:ok.
+#                             Sets TEST_NGINX_CLUSTER_PORT_1 .. _N (masters
+#                             first) and returns the ports.
+#   cluster_owner($key)       the port of the master serving $key's slot, and
+#                             the slot
+#   cluster_node_stop($port), cluster_node_start($port)
+#                             stop (TERM) and start again one cluster node
+#   start_redis_sentinel()    a master, its replica and one sentinel watching
+#                             them as "mymaster" (quorum 1); sets
+#                             TEST_NGINX_SENTINEL_PORT, TEST_NGINX_MASTER_PORT
+#                             and TEST_NGINX_REPLICA_PORT
+#   sentinel_master_port()    the master's port as the sentinel names it now
+#   nginx_post($uri, $key)    POSTs "x" to the nginx under test with the key;
+#                             returns the response's status code
 #   nginx_port()              the port Test::Nginx serves on
 #   test_nginx_defaults()     after `use Test::Nginx::Socket`: blocks keep
 #                             their order, load the built module, and get an
@@ -89,6 +109,8 @@ our @EXPORT = qw(
     redis_port upstream_port redis_pid stop_redis start_redis
     redis_key stored_kind send_request start_in_flight nginx_port test_nginx_defaults
     start_trickle_proxy start_fake_redis
+    redis_command_at start_redis_cluster cluster_owner cluster_node_stop cluster_node_start
+    start_redis_sentinel sentinel_master_port nginx_post
 );
 our @EXPORT_OK = qw(start);
 
@@ -192,7 +214,7 @@ sub log_tail {
     my ($file) = @_;
     open my $fh, '<', $file or return '';
     my @lines = <$fh>;
-    return join '', grep { defined } @lines[-10 .. -1];
+    return join '', @lines > 10 ? @lines[-10 .. -1] : @lines;
 }
 
 sub find_redis_server {
@@ -265,6 +287,107 @@ sub start_upstream {
         . log_tail($log);
 }
 
+# ---------------------------------------------------------------- clusters
+
+my %node_pid;     # port => pid of the cluster and sentinel servers started here
+my %node_args;    # port => the arguments it was started with
+
+sub find_redis_cli {
+    (my $cli = find_redis_server()) =~ s/redis-server$/redis-cli/;
+    return $cli if $cli =~ m{/} && -x $cli;
+    return 'redis-cli';
+}
+
+sub start_node {
+    my ($port, @args) = @_;
+    my $dir = "$tmpdir/node-$port";
+    make_path($dir);
+    $node_args{$port} = [@args];
+    my $pid = spawn("$dir/log", find_redis_server(), @args, '--dir', $dir, '--daemonize', 'no');
+    $node_pid{$port} = $pid;
+    push @extra_pids, $pid;
+    wait_until(sub {
+        return 'dead' unless alive($pid);
+        my $pong = eval { redis_command_at($port, 'PING') };
+        return defined $pong && $pong eq 'PONG';
+    }, STARTUP_TIMEOUT) eq '1'
+        or die "IdempotencyTest: redis-server did not start on 127.0.0.1:$port\n" . log_tail("$dir/log");
+    return $pid;
+}
+
+sub cluster_node_stop {
+    my ($port) = @_;
+    stop_pid(delete $node_pid{$port});
+}
+
+sub cluster_node_start {
+    my ($port) = @_;
+    return start_node($port, @{ $node_args{$port} });
+}
+
+sub start_redis_cluster {
+    my ($masters, $replicas) = @_;
+    $replicas //= 0;
+    my @ports = map { free_port() } 1 .. $masters * (1 + $replicas);
+    for my $port (@ports) {
+        start_node($port, '--bind', '127.0.0.1', '--port', $port, '--save', '', '--appendonly', 'no',
+                   '--cluster-enabled', 'yes', '--cluster-port', free_port(), '--cluster-config-file', "$tmpdir/node-$port/nodes.conf",
+                   '--cluster-node-timeout', '1000', '--cluster-require-full-coverage', 'no');
+    }
+    my $out = `@{[find_redis_cli()]} --cluster create @{[map { "127.0.0.1:$_" } @ports]} --cluster-replicas $replicas --cluster-yes 2>&1`;
+    die "IdempotencyTest: redis-cli --cluster create failed:\n$out" if $?;
+    wait_until(sub {
+        for my $port (@ports) {
+            my $info = eval { redis_command_at($port, 'CLUSTER', 'INFO') } // '';
+            return 0 unless $info =~ /cluster_state:ok/ && $info =~ /cluster_slots_assigned:16384/;
+        }
+        return 1;
+    }, 30) or die "IdempotencyTest: the cluster did not become ready\n";
+    # masters first, in the order redis-cli chose them
+    my @master_ports = grep { (redis_command_at($_, 'ROLE'))->[0] eq 'master' } @ports;
+    my @replica_ports = grep { my $p = $_; !grep { $_ == $p } @master_ports } @ports;
+    my @ordered = (@master_ports, @replica_ports);
+    $ENV{"TEST_NGINX_CLUSTER_PORT_$_"} = $ordered[$_ - 1] for 1 .. @ordered;
+    return @ordered;
+}
+
+sub cluster_owner {
+    my ($key) = @_;
+    my $any = $ENV{TEST_NGINX_CLUSTER_PORT_1} or die "cluster_owner: no cluster\n";
+    my $slot = redis_command_at($any, 'CLUSTER', 'KEYSLOT', $key);
+    for my $range (@{ redis_command_at($any, 'CLUSTER', 'SLOTS') }) {
+        return ($range->[2][1], $slot) if $slot >= $range->[0] && $slot <= $range->[1];
+    }
+    die "cluster_owner: slot $slot is not served\n";
+}
+
+sub start_redis_sentinel {
+    my ($master, $replica, $sentinel) = (free_port(), free_port(), free_port());
+    my @common = ('--bind', '127.0.0.1', '--save', '', '--appendonly', 'no');
+    start_node($master, @common, '--port', $master);
+    start_node($replica, @common, '--port', $replica, '--replicaof', '127.0.0.1', $master);
+    wait_until(sub { (eval { redis_command_at($replica, 'INFO', 'replication') } // '') =~ /master_link_status:up/ }, 30)
+        or die "IdempotencyTest: the replica did not connect to its master\n";
+    my $conf = "$tmpdir/sentinel-$sentinel.conf";
+    open my $fh, '>', $conf or die "IdempotencyTest: $conf: $!\n";
+    print {$fh} "bind 127.0.0.1\nport $sentinel\nsentinel monitor mymaster 127.0.0.1 $master 1\n"
+        . "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n";
+    close $fh;
+    start_node($sentinel, $conf, '--sentinel');
+    # The sentinel knows the replica (from the master's INFO) before any test fails over.
+    wait_until(sub {
+        my $replicas = eval { redis_command_at($sentinel, 'SENTINEL', 'REPLICAS', 'mymaster') } || [];
+        return scalar @$replicas;
+    }, 30) or die "IdempotencyTest: the sentinel did not find the replica\n";
+    @ENV{qw(TEST_NGINX_SENTINEL_PORT TEST_NGINX_MASTER_PORT TEST_NGINX_REPLICA_PORT)} = ($sentinel, $master, $replica);
+    return ($sentinel, $master, $replica);
+}
+
+sub sentinel_master_port {
+    my $reply = eval { redis_command_at($ENV{TEST_NGINX_SENTINEL_PORT}, 'SENTINEL', 'get-master-addr-by-name', 'mymaster') };
+    return ref $reply eq 'ARRAY' ? $reply->[1] : undef;
+}
+
 # ---------------------------------------------------------------- accessors
 
 sub redis_port    { $redis_port }
@@ -311,13 +434,15 @@ sub read_until {
     }
 }
 
-sub redis_command {
-    my @args = @_;
+sub redis_command { redis_command_at($redis_port, @_) }
+
+sub redis_command_at {
+    my ($port, @args) = @_;
     die "redis_command: no command\n" unless @args;
     my $sock = IO::Socket::INET->new(
-        PeerAddr => '127.0.0.1', PeerPort => $redis_port, Proto => 'tcp',
+        PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp',
         Timeout => IO_TIMEOUT,
-    ) or die "redis_command: cannot connect to 127.0.0.1:$redis_port: $!\n";
+    ) or die "redis_command: cannot connect to 127.0.0.1:$port: $!\n";
     my $req = '*' . @args . "\r\n";
     $req .= '$' . length($_) . "\r\n$_\r\n" for map { defined $_ ? "$_" : '' } @args;
     $sock->autoflush(1);
@@ -512,6 +637,16 @@ sub send_request {
     $sock->autoflush(1);
     print {$sock} $raw or die "cannot send the request: $!";
     return $sock;
+}
+
+sub nginx_post {
+    my ($uri, $key) = @_;
+    my $sock = send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                            . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx");
+    my $buf = '';
+    read_until($sock, \$buf, sub { $buf =~ /\A[^\r]*\r\n/ }, 'nginx_post');
+    close $sock;
+    return $buf =~ m{\AHTTP/1\.[01] (\d{3})} ? $1 : 0;
 }
 
 sub start_in_flight {

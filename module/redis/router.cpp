@@ -1,0 +1,125 @@
+// redis/router.cpp — see router.hpp: the one-server router, and what the
+// cluster and Sentinel routers share.
+
+#include "router.hpp"
+
+#include <cstring>
+#include <new>
+
+#include "../conf.hpp"
+
+namespace idem::redis {
+namespace {
+
+// One server: its connection takes every command as it is.
+class SingleRouter final : public Router {
+public:
+    SingleRouter(const RedisServer& server, ngx_log_t* log) noexcept
+        : conn_(server.name, server.urls[0].addrs[0], server.auth, log)
+    {
+    }
+
+    bool command(std::string_view, int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
+                 void* data, bool queue_while_down) noexcept override
+    {
+        return conn_.command(argc, argv, argv_len, handler, data, queue_while_down);
+    }
+
+    void set_timeout(ngx_msec_t timeout) noexcept override { conn_.set_timeout(timeout); }
+
+private:
+    Connection conn_;
+};
+
+}  // namespace
+
+Router* make_router(const RedisServer& server, ngx_log_t* log) noexcept
+{
+    switch (server.kind) {
+    case RedisKind::cluster: return make_cluster_router(server, log);
+    case RedisKind::sentinel: return make_sentinel_router(server, log);
+    case RedisKind::single: break;
+    }
+    return new (std::nothrow) SingleRouter(server, log);
+}
+
+OwnedCommand* own_command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
+                          ReplyHandler handler, void* data, bool queue_while_down, ngx_log_t* log) noexcept
+{
+    if (argc > max_command_args) {
+        return nullptr;
+    }
+    size_t total = key.size();
+    for (int i = 0; i < argc; i++) {
+        total += argv_len[i];
+    }
+    auto* c = static_cast<OwnedCommand*>(ngx_alloc(sizeof(OwnedCommand) + total, log));
+    if (c == nullptr) {
+        return nullptr;
+    }
+    c->next = nullptr;
+    c->handler = handler;
+    c->data = data;
+    c->router = nullptr;
+    c->target = 0;
+    c->redirects = 0;
+    c->queue_while_down = queue_while_down;
+    c->argc = argc;
+    c->key_len = key.size();
+    char* p = c->bytes;
+    std::memcpy(p, key.data(), key.size());
+    p += key.size();
+    for (int i = 0; i < argc; i++) {
+        c->arg[i] = p;
+        c->len[i] = argv_len[i];
+        std::memcpy(p, argv[i], argv_len[i]);
+        p += argv_len[i];
+    }
+    return c;
+}
+
+void finish_owned(OwnedCommand* c, redisReply* reply) noexcept
+{
+    ReplyHandler handler = c->handler;
+    void* data = c->data;
+    ngx_free(c);
+    if (handler != nullptr) {
+        handler(data, reply);
+    }
+}
+
+Endpoint* make_endpoint(std::string_view host, unsigned port, ngx_log_t* log) noexcept
+{
+    ngx_pool_t* pool = ngx_create_pool(512, log);
+    if (pool == nullptr) {
+        return nullptr;
+    }
+    auto* e = static_cast<Endpoint*>(ngx_pcalloc(pool, sizeof(Endpoint)));
+    bool v6 = host.find(':') != std::string_view::npos;
+    size_t cap = host.size() + 2 + 1 + NGX_INT_T_LEN;
+    auto* text = static_cast<u_char*>(ngx_pnalloc(pool, cap));
+    if (e == nullptr || text == nullptr || host.empty() || port == 0 || port > 65535) {
+        ngx_destroy_pool(pool);
+        return nullptr;
+    }
+    u_char* end = v6 ? ngx_snprintf(text, cap, "[%*s]:%ui", host.size(), host.data(), static_cast<ngx_uint_t>(port))
+                     : ngx_snprintf(text, cap, "%*s:%ui", host.size(), host.data(), static_cast<ngx_uint_t>(port));
+    size_t len = static_cast<size_t>(end - text);
+    if (ngx_parse_addr_port(pool, &e->addr, text, len) != NGX_OK) {
+        ngx_destroy_pool(pool);
+        return nullptr;
+    }
+    e->name = ngx_str_t{len, text};
+    e->addr.name = e->name;
+    e->pool = pool;
+    return e;
+}
+
+void free_endpoint(Endpoint* e) noexcept
+{
+    if (e != nullptr) {
+        ngx_destroy_pool(e->pool);
+    }
+}
+
+}  // namespace idem::redis

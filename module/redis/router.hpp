@@ -1,0 +1,86 @@
+// redis/router.hpp — where the store's commands go. Every command the store
+// sends names exactly one key; a router picks the connection for it: the
+// one server, the cluster node that serves the key's slot (following MOVED
+// and ASK), or the master Sentinel names (following failovers). Routers own
+// their connections; none of them blocks.
+#pragma once
+
+#include <string_view>
+
+#include "connection.hpp"
+
+namespace idem {
+struct RedisServer;
+}
+
+namespace idem::redis {
+
+class Router {
+public:
+    virtual ~Router() = default;
+
+    // As Connection::command, for a command about `key`: false when it
+    // cannot be sent now (the handler is not called then); otherwise the
+    // handler runs once, with the reply, or with nullptr when no reply will
+    // come. Redirections are followed here and never reach the handler.
+    virtual bool command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
+                         ReplyHandler handler, void* data, bool queue_while_down = false) noexcept = 0;
+
+    // The shortest idempotency_redis_timeout of the router's users.
+    virtual void set_timeout(ngx_msec_t timeout) noexcept = 0;
+};
+
+// A new router for `server` (nullptr when out of memory).
+Router* make_router(const RedisServer& server, ngx_log_t* log) noexcept;
+Router* make_cluster_router(const RedisServer& server, ngx_log_t* log) noexcept;   // cluster_router.cpp
+Router* make_sentinel_router(const RedisServer& server, ngx_log_t* log) noexcept;  // sentinel_router.cpp
+
+// ----------------------------------------------------------------------------
+// Shared by the cluster and Sentinel routers: a command with its own copy
+// of its arguments, so that it can be sent again elsewhere (after MOVED,
+// ASK, READONLY, or once the master is known).
+
+constexpr int max_command_args = 8;
+
+struct OwnedCommand {
+    OwnedCommand* next;   // in a router's waiting list
+    ReplyHandler handler;  // the store's
+    void* data;
+    void* router;
+    unsigned target;  // the router's index of where it was sent
+    int redirects;
+    bool queue_while_down;
+    int argc;
+    size_t len[max_command_args];
+    const char* arg[max_command_args];
+    size_t key_len;
+    char bytes[1];  // the key, then the arguments
+};
+
+OwnedCommand* own_command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
+                          ReplyHandler handler, void* data, bool queue_while_down, ngx_log_t* log) noexcept;
+inline std::string_view key_of(const OwnedCommand& c) noexcept { return {c.bytes, c.key_len}; }
+
+// Sends `c` on `conn` with `on_reply` as its handler (c is its data).
+inline bool send_owned(Connection& conn, OwnedCommand* c, ReplyHandler on_reply) noexcept
+{
+    return conn.command(c->argc, c->arg, c->len, on_reply, c, c->queue_while_down);
+}
+
+// Gives `c` its answer and frees it.
+void finish_owned(OwnedCommand* c, redisReply* reply) noexcept;
+
+// Addresses learnt at run time (cluster nodes, the current master): a
+// parsed address with the name it is logged under, owned by the router.
+struct Endpoint {
+    ngx_str_t name;  // host:port
+    ngx_addr_t addr;
+    ngx_pool_t* pool;
+};
+
+// Parses "host:port" (an IP address, not a name: no resolving in a
+// worker); nullptr when it is not one.
+Endpoint* make_endpoint(std::string_view host, unsigned port, ngx_log_t* log) noexcept;
+void free_endpoint(Endpoint* e) noexcept;
+
+}  // namespace idem::redis
