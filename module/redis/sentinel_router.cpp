@@ -73,16 +73,12 @@ public:
             return false;
         }
         c->router = this;
-        if (master_ != nullptr) {
-            if (send_owned(*master_, c, on_reply)) {
-                return true;
-            }
-            request_lookup();  // the master is down: has it failed over?
-            if (!queue_while_down) {
-                ngx_free(c);
-                return false;
-            }
+        if (master_ != nullptr && send_owned(*master_, c, on_reply)) {
+            return true;
         }
+        // No master yet, or it is down (a failover closes its clients): the
+        // command waits for the sentinels' answer, and goes to the master
+        // they name, or fails if that one cannot be reached either.
         if (!wait(c)) {
             ngx_free(c);
             return false;
@@ -242,9 +238,13 @@ private:
             free_endpoint(e);
             return false;
         }
-        ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis Sentinel: master \"%V\" is %V%s%V",
-                      &server_.master_name, &e->name, master_ ? ", was " : "",
-                      master_ ? &master_at_->name : &server_.master_name);
+        if (master_ != nullptr) {
+            ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis Sentinel: master \"%V\" is %V, was %V",
+                          &server_.master_name, &e->name, &master_at_->name);
+        } else {
+            ngx_log_error(NGX_LOG_INFO, log_, 0, "idempotency: Redis Sentinel: master \"%V\" is %V",
+                          &server_.master_name, &e->name);
+        }
         if (timeout_ != 0) {
             conn->set_timeout(timeout_);
         }
