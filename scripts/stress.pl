@@ -2,7 +2,7 @@
 # stress.pl — stress and failure-injection runs for ngx_http_idempotency_module
 # (what `make stress` runs).
 #
-#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6] [--scale F] [--keep] [--verbose]
+#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,8] [--scale F] [--keep] [--verbose]
 #
 # Starts everything it needs itself, on free 127.0.0.1 ports, in a temp dir:
 # one redis-server, the counting upstream (scripts/upstream.pl) and, per
@@ -26,6 +26,11 @@
 #   6  memory: 100000 requests (new keys, replays, no key) to a gateway with
 #      worker_processes 1: the worker's VmRSS after 1k/10k/50k/100k must not
 #      grow more than 20% between 10k and 100k.
+#   8  3000 keys, clients retry until 2xx, through a Redis Cluster of 3
+#      masters with a replica each, while 1000 slots are resharded
+#      (redis-cli --cluster reshard) and another master fails over to its
+#      replica (CLUSTER FAILOVER): one execution per key; then every key
+#      replays.
 #
 # Environment: NGINX_BIN (default: nginx from PATH, else /usr/sbin/nginx; an
 # absolute path is needed for the binary upgrade), REDIS_SERVER (default
@@ -55,7 +60,7 @@ $| = 1;
 
 # ---------------------------------------------------------------- options
 
-my %opt = (scenarios => '1,2,3,4,5,6', scale => 1, keep => 0, verbose => 0);
+my %opt = (scenarios => '1,2,3,4,5,6,8', scale => 1, keep => 0, verbose => 0);
 GetOptions(
     'scenarios=s' => \$opt{scenarios},
     'scale=f'     => \$opt{scale},
@@ -70,6 +75,7 @@ my $MODULE = "$REPO/build/ngx_http_idempotency_module.so";
 my $UPSTREAM_SCRIPT = "$REPO/scripts/upstream.pl";
 my $NGINX  = find_binary($ENV{NGINX_BIN} || 'nginx', '/usr/sbin/nginx');
 my $REDIS  = find_binary($ENV{REDIS_SERVER} || 'redis-server');
+(my $REDIS_CLI = $REDIS) =~ s/redis-server$/redis-cli/;
 die "stress.pl: $MODULE is missing: build it first (make module)\n" unless -f $MODULE;
 
 # Sizes (scaled down by --scale for quick runs).
@@ -80,6 +86,8 @@ my $S2_PER_GW     = 4;              # requests per key and gateway, per round
 my $S3_KEYS       = scaled(2000, 100);
 my $S4_KEYS       = scaled(800, 100);
 my $S6_REQUESTS   = scaled(100_000, 2000);
+my $S8_KEYS       = scaled(3000, 300);
+my $S8_SLOTS      = scaled(1000, 100);
 my $CONCURRENCY   = 32;
 
 use constant {
@@ -622,11 +630,15 @@ sub collect_response {
 
 my ($REDIS_PORT, $REDIS_PID, $REDIS_DIR);
 
-sub redis_command {
-    my @args = @_;
+sub redis_command { redis_command_at($REDIS_PORT, @_) }
+
+# One command to the Redis on 127.0.0.1:$port; simple replies only (status,
+# error, integer, bulk string).
+sub redis_command_at {
+    my ($port, @args) = @_;
     my $sock = IO::Socket::INET->new(
-        PeerAddr => '127.0.0.1', PeerPort => $REDIS_PORT, Proto => 'tcp', Timeout => 2,
-    ) or die "redis: cannot connect: $!\n";
+        PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp', Timeout => 2,
+    ) or die "redis: cannot connect to $port: $!\n";
     my $cmd = '*' . @args . "\r\n" . join '', map { '$' . length($_) . "\r\n$_\r\n" } @args;
     syswrite($sock, $cmd) or die "redis: write: $!\n";
     my $buf = '';
@@ -792,7 +804,7 @@ http {
         add_header X-Idempotency-Status \$idempotency_status always;
         location = /health { return 200 "ok\\n"; }
         location = /metrics { idempotency_metrics; }
-$SCENARIO_LOCATIONS$s6    }
+$SCENARIO_LOCATIONS$s6@{[ $o{locations} // '' ]}    }
 $backend}
 CONF
 }
@@ -810,7 +822,7 @@ sub nginx_start {
     $ng->{backend_port} = free_port() if $o{backend};
     open my $fh, '>', $ng->{conf} or die "stress.pl: $ng->{conf}: $!\n";
     print $fh nginx_conf(dir => $dir, port => $ng->{port}, workers => $ng->{workers},
-                         backend_port => $ng->{backend_port});
+                         backend_port => $ng->{backend_port}, locations => $o{locations});
     close $fh;
     my $check = system { $NGINX } $NGINX, '-t', '-q', '-p', "$dir/", '-c', $ng->{conf};
     die "stress.pl: nginx -t refused $ng->{conf}\n" if $check != 0;
@@ -1622,6 +1634,126 @@ sub scenario6 {
     scenario_end($sc);
 }
 
+# ---------------------------------------------------------------- scenario 8
+
+# A Redis Cluster of 3 masters, each with a replica, on free loopback ports.
+sub cluster_start {
+    my @ports = map { free_port() } 1 .. 6;
+    for my $port (@ports) {
+        my $dir = "$TMP/cluster-$port";
+        make_path($dir);
+        my $pid = spawn("redis-server cluster $port", "$dir/log", $REDIS,
+            '--bind', '127.0.0.1', '--port', $port, '--cluster-port', free_port(), '--dir', $dir,
+            '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--cluster-enabled', 'yes',
+            '--cluster-config-file', "$dir/nodes.conf", '--cluster-node-timeout', '1000');
+        my $deadline = time + STARTUP_TIMEOUT;
+        sleep 0.05 until time > $deadline || (eval { redis_command_at($port, 'PING') } // '') eq 'PONG';
+        die "stress.pl: cluster node $port did not start\n" unless running($pid);
+    }
+    my $out = `$REDIS_CLI --cluster create @{[ map { "127.0.0.1:$_" } @ports ]} --cluster-replicas 1 --cluster-yes 2>&1`;
+    die "stress.pl: redis-cli --cluster create failed:\n$out" if $?;
+    my $deadline = time + 30;
+    until (time > $deadline) {
+        last unless grep { (eval { redis_command_at($_, 'CLUSTER', 'INFO') } // '') !~ /cluster_state:ok/ } @ports;
+        sleep 0.1;
+    }
+    return @ports;
+}
+
+# CLUSTER NODES as { port => { id, master (bool), master_id } }.
+sub cluster_nodes {
+    my ($port) = @_;
+    my %n;
+    for my $line (split /\n/, redis_command_at($port, 'CLUSTER', 'NODES')) {
+        my ($id, $addr, $flags, $master_id) = split ' ', $line;
+        my ($p) = $addr =~ /:(\d+)/;
+        $n{$p} = { id => $id, master => $flags =~ /master/ ? 1 : 0, master_id => $master_id,
+                   failed => $flags =~ /fail/ ? 1 : 0 };
+    }
+    return \%n;
+}
+
+sub cluster_errors {
+    my ($ports, $kind) = @_;
+    my $n = 0;
+    for my $port (@$ports) {
+        my $stats = eval { redis_command_at($port, 'INFO', 'errorstats') } // '';
+        $n += $1 if $stats =~ /errorstat_$kind:count=(\d+)/;
+    }
+    return $n;
+}
+
+sub scenario8 {
+    my $sc = scenario_begin(8, "$S8_KEYS keys through a Redis Cluster (3 masters, 3 replicas) while "
+                               . "$S8_SLOTS slots are resharded and a master fails over");
+    my @ports = cluster_start();
+    note('cluster nodes on ports ' . join(' ', @ports));
+    my $seeds = join ' ', map { "127.0.0.1:$_" } @ports[0 .. 2];
+    my $ng = nginx_start('s8', workers => 2,
+                         locations => "        location /s8/ { idempotency on; idempotency_redis_cluster $seeds; "
+                                    . "proxy_pass http://payments; }\n");
+    my @keys = map { { path => "/s8/k$_", key => "s8-key-$_", body => "{\"order\":$_}",
+                       query => ($_ % 4 == 0 ? '?sleep=0.2' : '?sleep=0.02') } } 1 .. $S8_KEYS;
+    my @events;
+    my ($reshard_pid, $reshard_at, $resharded, $promoted, $failover_at, $failed_over);
+    my $t_start = time;
+    my $event = sub { push @events, sprintf('%.2fs: %s', time - $t_start, $_[0]); note($events[-1]) };
+    # The reshard moves slots between two masters; the third master fails
+    # over to its replica while the reshard runs.
+    my $on_tick = sub {
+        my ($p) = @_;
+        my $progress = $p->{completed};
+        my $now = time;
+        if (!$reshard_pid && $progress >= 0.1 * $S8_KEYS) {
+            my $nodes = cluster_nodes($ports[0]);
+            my ($from, $to, $third) = grep { $nodes->{$_}{master} } sort { $a <=> $b } keys %$nodes;
+            $reshard_pid = spawn('redis-cli --cluster reshard', "$TMP/reshard.log", $REDIS_CLI, '--cluster', 'reshard',
+                                 "127.0.0.1:$ports[0]", '--cluster-from', $nodes->{$from}{id}, '--cluster-to',
+                                 $nodes->{$to}{id}, '--cluster-slots', $S8_SLOTS, '--cluster-yes');
+            ($promoted) = grep { !$nodes->{$_}{master} && $nodes->{$_}{master_id} eq $nodes->{$third}{id} } keys %$nodes;
+            $reshard_at = $now;
+            $event->("resharding $S8_SLOTS slots from $from to $to (redis-cli pid $reshard_pid) after $progress answers");
+        }
+        if ($reshard_pid && !$failover_at && $now - $reshard_at >= 1) {
+            redis_command_at($promoted, 'CLUSTER', 'FAILOVER');
+            $failover_at = $now;
+            $event->("CLUSTER FAILOVER on $promoted (a replica) after $progress answers");
+        }
+        if ($failover_at && !$failed_over) {
+            if ((eval { redis_command_at($promoted, 'INFO', 'replication') } // '') =~ /role:master/) {
+                $failed_over = 1;
+                $event->(sprintf '%d is master, %.2f s after CLUSTER FAILOVER', $promoted, $now - $failover_at);
+            } elsif ($now - $failover_at > 20) {
+                fail($sc, "the replica $promoted did not take over within 20 s");
+                $failed_over = 1;
+            }
+        }
+        if ($reshard_pid && !$resharded && !running($reshard_pid)) {
+            $resharded = 1;
+            $event->(sprintf 'resharding done in %.2f s (exit status %s)', $now - $reshard_at, $EXIT{$reshard_pid} // '?');
+            fail($sc, "redis-cli --cluster reshard failed; see $TMP/reshard.log") if $EXIT{$reshard_pid};
+        }
+        return $reshard_pid && !($resharded && $failed_over);
+    };
+    my $st = keyed_load(sc => $sc, keys => \@keys, port => $ng->{port}, on_tick => $on_tick,
+                        max_attempts => 60, key_time => 90, time_limit => 120);
+    fail($sc, "the load did not finish in time") unless $st->{completed};
+    fail($sc, "the load finished before the reshard and the failover did") unless $resharded && $failed_over;
+    note(sprintf 'load: %d keys answered 2xx, %d gave up, %d attempts (%d retries)',
+         $st->{done}, $st->{gave_up}, $st->{attempts}, $st->{retries});
+    tally_executions($sc, \@keys);
+    my ($tally, $not, $differ) = replay_check(sc => $sc, keys => \@keys, port => $ng->{port}, within => 5);
+    fail($sc, scalar(@$not) . " keys did not replay") if @$not;
+    fail($sc, scalar(@$differ) . " replays differ from the first answer") if @$differ;
+    push @{ $sc->{notes} }, @events;
+    push @{ $sc->{notes} }, sprintf('cluster answers to the gateway and to this script: MOVED %d, ASK %d',
+                                    cluster_errors(\@ports, 'MOVED'), cluster_errors(\@ports, 'ASK'));
+    push @{ $sc->{notes} }, 'replays: ' . join(', ', map { "$_: $tally->{$_}" } sort keys %$tally);
+    nginx_stop($ng);
+    report_log($sc, $ng);
+    scenario_end($sc);
+}
+
 # ---------------------------------------------------------------- main
 
 sub main {
@@ -1644,6 +1776,7 @@ sub main {
         ['4', \&scenario4],
         ['5', \&scenario5],
         ['6', \&scenario6],
+        ['8', \&scenario8],
     );
     for my $step (@plan) {
         next unless $want{ $step->[0] };
