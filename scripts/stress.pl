@@ -2,7 +2,7 @@
 # stress.pl — stress and failure-injection runs for ngx_http_idempotency_module
 # (what `make stress` runs).
 #
-#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,8] [--scale F] [--keep] [--verbose]
+#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,8,9] [--scale F] [--keep] [--verbose]
 #
 # Starts everything it needs itself, on free 127.0.0.1 ports, in a temp dir:
 # one redis-server, the counting upstream (scripts/upstream.pl) and, per
@@ -31,6 +31,9 @@
 #      (redis-cli --cluster reshard) and another master fails over to its
 #      replica (CLUSTER FAILOVER): one execution per key; then every key
 #      replays.
+#   9  2000 keys, clients retry until 2xx, through Redis Sentinel (a master,
+#      a replica, one sentinel) while the master fails over (writes paused
+#      on it, SENTINEL FAILOVER): one execution per key; every key replays.
 #
 # Environment: NGINX_BIN (default: nginx from PATH, else /usr/sbin/nginx; an
 # absolute path is needed for the binary upgrade), REDIS_SERVER (default
@@ -60,7 +63,7 @@ $| = 1;
 
 # ---------------------------------------------------------------- options
 
-my %opt = (scenarios => '1,2,3,4,5,6,8', scale => 1, keep => 0, verbose => 0);
+my %opt = (scenarios => '1,2,3,4,5,6,8,9', scale => 1, keep => 0, verbose => 0);
 GetOptions(
     'scenarios=s' => \$opt{scenarios},
     'scale=f'     => \$opt{scale},
@@ -88,6 +91,7 @@ my $S4_KEYS       = scaled(800, 100);
 my $S6_REQUESTS   = scaled(100_000, 2000);
 my $S8_KEYS       = scaled(3000, 300);
 my $S8_SLOTS      = scaled(1000, 100);
+my $S9_KEYS       = scaled(2000, 200);
 my $CONCURRENCY   = 32;
 
 use constant {
@@ -1754,6 +1758,81 @@ sub scenario8 {
     scenario_end($sc);
 }
 
+# ---------------------------------------------------------------- scenario 9
+
+sub scenario9 {
+    my $sc = scenario_begin(9, "$S9_KEYS keys through Redis Sentinel while the master fails over to its replica");
+    my ($master, $replica, $sentinel) = (free_port(), free_port(), free_port());
+    my @common = ('--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no');
+    for my $node ([$master], [$replica, '--replicaof', '127.0.0.1', $master]) {
+        my ($port, @extra) = @$node;
+        make_path("$TMP/sentinel-$port");
+        spawn("redis-server $port", "$TMP/sentinel-$port/log", $REDIS, @common, '--port', $port,
+              '--dir', "$TMP/sentinel-$port", @extra);
+    }
+    my $conf = "$TMP/sentinel.conf";
+    open my $fh, '>', $conf or die "stress.pl: $conf: $!\n";
+    print {$fh} "bind 127.0.0.1\nport $sentinel\ndir $TMP\nsentinel monitor s9 127.0.0.1 $master 1\n"
+        . "sentinel down-after-milliseconds s9 1000\nsentinel failover-timeout s9 10000\n";
+    close $fh;
+    my $deadline = time + 30;
+    sleep 0.1 until time > $deadline
+        || (eval { redis_command_at($replica, 'INFO', 'replication') } // '') =~ /master_link_status:up/;
+    spawn('redis-sentinel', "$TMP/sentinel.log", $REDIS, $conf, '--sentinel');
+    # the sentinel has seen the replica (it reports its count) before the load starts
+    sleep 0.1 until time > $deadline || `$REDIS_CLI -p $sentinel SENTINEL MASTER s9 2>/dev/null` =~ /num-slaves\s+1/;
+    note("master $master, replica $replica, sentinel $sentinel");
+    my $ng = nginx_start('s9', workers => 2,
+                         locations => "        location /s9/ { idempotency on; idempotency_redis_sentinel s9 "
+                                    . "127.0.0.1:$sentinel; proxy_pass http://payments; }\n");
+    my @keys = map { { path => "/s9/k$_", key => "s9-key-$_", body => "{\"order\":$_}",
+                       query => ($_ % 4 == 0 ? '?sleep=0.2' : '?sleep=0.02') } } 1 .. $S9_KEYS;
+    my @events;
+    my ($failover_at, $switched);
+    my $t_start = time;
+    my $event = sub { push @events, sprintf('%.2fs: %s', time - $t_start, $_[0]); note($events[-1]) };
+    my $on_tick = sub {
+        my ($p) = @_;
+        my $now = time;
+        if (!$failover_at && $p->{completed} >= 0.2 * $S9_KEYS) {
+            # Writes pause on the old master first, so that nothing it
+            # acknowledges is lost when the replica takes over (a forced
+            # failover without it may lose the last writes: Redis losing
+            # data, outside the module's guarantee).
+            redis_command_at($master, 'CLIENT', 'PAUSE', 5000, 'WRITE');
+            redis_command_at($sentinel, 'SENTINEL', 'FAILOVER', 's9');
+            $failover_at = $now;
+            $event->("CLIENT PAUSE WRITE on $master and SENTINEL FAILOVER after $p->{completed} answers");
+        }
+        if ($failover_at && !$switched) {
+            my $named = `$REDIS_CLI -p $sentinel SENTINEL get-master-addr-by-name s9 2>/dev/null`;
+            if ($named =~ /\b$replica\b/) {
+                $switched = 1;
+                $event->(sprintf 'the sentinel names %d master, %.2f s after the failover began', $replica, $now - $failover_at);
+            } elsif ($now - $failover_at > 30) {
+                fail($sc, 'the sentinel did not promote the replica within 30 s');
+                $switched = 1;
+            }
+        }
+        return !$switched;
+    };
+    my $st = keyed_load(sc => $sc, keys => \@keys, port => $ng->{port}, on_tick => $on_tick,
+                        max_attempts => 100, key_time => 90, time_limit => 120);
+    fail($sc, "the load did not finish in time") unless $st->{completed};
+    fail($sc, "the load finished before the failover did") unless $switched;
+    note(sprintf 'load: %d keys answered 2xx, %d gave up, %d attempts (%d retries)',
+         $st->{done}, $st->{gave_up}, $st->{attempts}, $st->{retries});
+    tally_executions($sc, \@keys);
+    my ($tally, $not, $differ) = replay_check(sc => $sc, keys => \@keys, port => $ng->{port}, within => 5);
+    fail($sc, scalar(@$not) . " keys did not replay") if @$not;
+    fail($sc, scalar(@$differ) . " replays differ from the first answer") if @$differ;
+    push @{ $sc->{notes} }, @events;
+    push @{ $sc->{notes} }, 'replays: ' . join(', ', map { "$_: $tally->{$_}" } sort keys %$tally);
+    nginx_stop($ng);
+    report_log($sc, $ng);
+    scenario_end($sc);
+}
+
 # ---------------------------------------------------------------- main
 
 sub main {
@@ -1777,6 +1856,7 @@ sub main {
         ['5', \&scenario5],
         ['6', \&scenario6],
         ['8', \&scenario8],
+        ['9', \&scenario9],
     );
     for my $step (@plan) {
         next unless $want{ $step->[0] };
