@@ -64,6 +64,9 @@ public:
     bool command(std::string_view key, int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
                  void* data, bool queue_while_down) noexcept override
     {
+        if (closing_) {
+            return false;  // worker exit: what the connections fail must not queue again
+        }
         if (master_ == nullptr && !queue_while_down && lookup_failed_) {
             request_lookup();
             return false;  // no master known, and the last lookup found none: answer now
