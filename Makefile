@@ -130,12 +130,14 @@ stop:
 	scripts/demo.sh stop
 
 # Stress and failure-injection scenarios (scripts/stress.pl): its own Redis,
-# upstream and nginx instances on free loopback ports; non-zero on a violation.
+# upstream and nginx instances on free loopback ports (the concurrency case
+# also against the zone store); non-zero on a violation.
 stress: deps $(MODULE)
 	NGINX_BIN=$(NGINX_BIN) perl scripts/stress.pl
 
 # The benchmark (scripts/bench.sh): plain proxy vs. the module (new key,
-# replay, no key) with wrk on loopback, Redis commands per request, worker
+# replay, no key; new key and replay with the shared memory zone store) with
+# wrk on loopback, Redis commands per request, worker
 # RSS; about 4 minutes; results in build/bench/results.md.
 # `make bench BENCH_ARGS=--quick` for about 1 minute.
 bench: deps $(MODULE)
