@@ -208,7 +208,7 @@ location / {
 }
 --- must_die
 --- error_log eval
-qr/\[emerg\] .*"idempotency on" needs a store: "idempotency_redis", or "idempotency_store zone=NAME" with "idempotency_zone"/
+qr/\[emerg\] .*"idempotency on" needs a store: .*"idempotency_store zone=NAME" with "idempotency_zone"/
 
 
 === TEST 14: a zone name another module uses is refused, not shared
