@@ -17,7 +17,7 @@ LD_OPT ?= -Wl,-z,relro -Wl,-z,now -fPIC
 
 CXX      ?= g++
 CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror
-CORE_SRCS := module/key.cpp module/fingerprint.cpp module/record.cpp module/outcome.cpp module/seal.cpp module/redis/resp.cpp module/redis/cluster.cpp
+CORE_SRCS := module/key.cpp module/fingerprint.cpp module/record.cpp module/outcome.cpp module/seal.cpp module/redis/resp.cpp module/redis/cluster.cpp module/zone/zone_rules.cpp
 UNIT_SRCS := $(wildcard t/unit/*.cpp)
 UNIT_BIN  := $(BUILD)/unit_tests
 
@@ -46,7 +46,7 @@ $(MODULE): $(BUILD)/nginx/objs/Makefile $(MODULE_SRCS)
 	@echo "load_module $(CURDIR)/$@; events {}" > $(BUILD)/load-check.conf
 	$(NGINX_BIN) -t -q -p $(CURDIR)/$(BUILD) -c $(CURDIR)/$(BUILD)/load-check.conf -g 'error_log stderr; pid /dev/null;'
 
-$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard module/*.hpp)
+$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard module/*.hpp module/zone/*.hpp)
 	mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) -Imodule $(UNIT_SRCS) $(CORE_SRCS) -o $@ -lgtest -lgtest_main -lpthread -lhiredis -lcrypto
 
@@ -130,12 +130,14 @@ stop:
 	scripts/demo.sh stop
 
 # Stress and failure-injection scenarios (scripts/stress.pl): its own Redis,
-# upstream and nginx instances on free loopback ports; non-zero on a violation.
+# upstream and nginx instances on free loopback ports (the concurrency case
+# also against the zone store); non-zero on a violation.
 stress: deps $(MODULE)
 	NGINX_BIN=$(NGINX_BIN) perl scripts/stress.pl
 
 # The benchmark (scripts/bench.sh): plain proxy vs. the module (new key,
-# replay, no key) with wrk on loopback, Redis commands per request, worker
+# replay, no key; new key and replay with the shared memory zone store) with
+# wrk on loopback, Redis commands per request, worker
 # RSS; about 4 minutes; results in build/bench/results.md.
 # `make bench BENCH_ARGS=--quick` for about 1 minute.
 bench: deps $(MODULE)

@@ -11,9 +11,11 @@
 
 #include "conf.hpp"
 #include "key.hpp"
+#include "log_limit.hpp"
 #include "metrics.hpp"
 #include "response.hpp"
 #include "redis/redis_store.hpp"
+#include "zone/zone_store.hpp"
 
 namespace idem {
 namespace {
@@ -24,27 +26,6 @@ constexpr ngx_msec_t first_wait_delay = 25;   // idempotency_wait backoff: 25 ms
 constexpr ngx_msec_t max_wait_delay = 500;    // ... doubling up to 500 ms
 
 void start_claim(ngx_http_request_t* r, RequestCtx* ctx);
-
-// Per-request lines about an outage are written at most once a second per
-// worker, with the number of requests they stand for: a Redis outage must
-// not flood the log. The connection logs the outage itself (lost, back).
-struct LogLimiter {
-    ngx_msec_t last = 0;
-    ngx_uint_t count = 0;
-
-    // true when a line may be written now; `count` is then the number of
-    // occurrences it reports (this one and the ones not written).
-    bool admit()
-    {
-        count++;
-        if (last != 0 && ngx_current_msec - last < 1000) {
-            return false;
-        }
-        last = ngx_current_msec;
-        return true;
-    }
-    ngx_uint_t take() { ngx_uint_t n = count; count = 0; return n; }
-};
 
 LogLimiter unreachable_log, timeout_log, fail_open_log;
 
@@ -349,7 +330,8 @@ void body_ready(ngx_http_request_t* r)
 void start_claim(ngx_http_request_t* r, RequestCtx* ctx)
 {
     LocConf* conf = ctx->conf;
-    ctx->store = redis::store_for(*conf->server, conf->redis_timeout);
+    ctx->store = conf->zone != nullptr ? zone::store_for(conf->zone)
+                                       : redis::store_for(*conf->server, conf->redis_timeout);
     if (ctx->store != nullptr) {
         ngx_array_t* keys = conf->seal_keys;
         ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), ctx->fingerprint, conf->lock_ttl,
@@ -358,9 +340,10 @@ void start_claim(ngx_http_request_t* r, RequestCtx* ctx)
     }
     if (ctx->pending == nullptr) {
         if (unreachable_log.admit()) {
+            ngx_str_t name = conf->zone != nullptr ? conf->zone->shm.name : conf->server->name;
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "idempotency: Redis %V is unreachable (%ui requests since the last line)",
-                          &conf->server->name, unreachable_log.take());
+                          "idempotency: %s %V is unreachable (%ui requests since the last line)",
+                          conf->zone != nullptr ? "zone" : "Redis", &name, unreachable_log.take());
         }
         set_outcome(ctx, Status::unavailable);
         resume(r);

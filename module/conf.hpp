@@ -43,6 +43,7 @@ struct MainConf {
 struct LocConf {
     ngx_flag_t enable;
     RedisServer* server;
+    ngx_shm_zone_t* zone;                 // idempotency_store zone=NAME; nullptr: Redis
     ngx_msec_t redis_timeout;
     ngx_uint_t methods;                   // NGX_HTTP_* bit mask
     ngx_str_t header;                     // request header carrying the key

@@ -147,6 +147,11 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
                 c[static_cast<unsigned>(Counter::stored_responses)]);
     put_counter(t, "idempotency_stored_bytes_total", "Bytes of the records sent to Redis for storing.",
                 c[static_cast<unsigned>(Counter::stored_bytes)]);
+    put(t, "# HELP idempotency_zone_full_total Zone store operations refused for lack of room in the zone.\n"
+           "# TYPE idempotency_zone_full_total counter\n"
+           "idempotency_zone_full_total{operation=\"claim\"} %uA\n"
+           "idempotency_zone_full_total{operation=\"store\"} %uA\n",
+        c[static_cast<unsigned>(Counter::zone_full_claims)], c[static_cast<unsigned>(Counter::zone_full_stores)]);
     put_histogram(t, "idempotency_redis_rtt_seconds", "Round-trip time of Redis commands.", rtt_bounds_us,
                   shared->rtt, shared->rtt_sum_us, 1);
     put_histogram(t, "idempotency_wait_seconds", "Time duplicates spent waiting for the original (idempotency_wait).",

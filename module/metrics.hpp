@@ -12,7 +12,9 @@
 namespace idem {
 
 enum class Counter : unsigned {
-    redis_commands, redis_errors, redis_timeouts, redis_reconnects, stored_responses, stored_bytes, count_,
+    redis_commands, redis_errors, redis_timeouts, redis_reconnects, stored_responses, stored_bytes,
+    zone_full_claims, zone_full_stores,  // the shared memory zone store had no room
+    count_,
 };
 
 // Each is a no-op until the worker has attached to the zone.

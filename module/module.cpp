@@ -6,6 +6,7 @@
 #include "conf.hpp"
 #include "metrics.hpp"
 #include "redis/redis_store.hpp"
+#include "zone/zone_store.hpp"
 
 namespace idem {
 namespace {
@@ -29,6 +30,12 @@ ngx_command_t commands[] = {
 
     {ngx_string("idempotency_redis_sentinel"), any_level | NGX_CONF_2MORE, set_redis,
      NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::sentinel), nullptr},
+
+    {ngx_string("idempotency_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, zone::set_zone,
+     NGX_HTTP_MAIN_CONF_OFFSET, 0, nullptr},
+
+    {ngx_string("idempotency_store"), any_level | NGX_CONF_TAKE1, zone::set_store,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
 
     {ngx_string("idempotency_redis_timeout"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_timeout), nullptr},
@@ -463,6 +470,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     }
     // pcalloc left: server, header, scope, key_prefix unset (null)
     conf->enable = NGX_CONF_UNSET;
+    conf->zone = static_cast<ngx_shm_zone_t*>(NGX_CONF_UNSET_PTR);
     conf->redis_timeout = NGX_CONF_UNSET_MSEC;
     conf->methods = NGX_CONF_UNSET_UINT;
     conf->required = NGX_CONF_UNSET;
@@ -487,6 +495,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     if (conf->server == nullptr) {
         conf->server = prev->server;
     }
+    ngx_conf_merge_ptr_value(conf->zone, prev->zone, nullptr);
     ngx_conf_merge_msec_value(conf->redis_timeout, prev->redis_timeout, 1000);
     ngx_conf_merge_uint_value(conf->methods, prev->methods, NGX_HTTP_POST | NGX_HTTP_PATCH);
     ngx_conf_merge_str_value(conf->header, prev->header, "Idempotency-Key");
@@ -502,10 +511,17 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
     ngx_conf_merge_ptr_value(conf->seal_keys, prev->seal_keys, nullptr);
 
-    if (conf->enable && conf->server == nullptr) {
+    if (conf->zone != nullptr && !zone::defined(conf->zone)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"idempotency on\" needs \"idempotency_redis\" (or _redis_cluster, _redis_sentinel) "
-                           "in this location or an enclosing block");
+                           "\"idempotency_store\": unknown zone \"%V\" (define it with \"idempotency_zone zone=%V:SIZE\" "
+                           "in the http block)", &conf->zone->shm.name, &conf->zone->shm.name);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (conf->enable && conf->server == nullptr && conf->zone == nullptr) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency on\" needs a store: \"idempotency_redis\" (or _redis_cluster, _redis_sentinel), "
+                           "or \"idempotency_store zone=NAME\" "
+                           "with \"idempotency_zone\", in this location or an enclosing block");
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     if (conf->ttl == 0 || conf->lock_ttl == 0 || conf->redis_timeout == 0) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "record.hpp"
+#include "seal.hpp"
 
 struct redisReply;
 
@@ -29,5 +30,17 @@ Decision decide(const redisReply* reply, const Digest& fingerprint,
 // The same for a record value already read (and, with encryption at rest,
 // already opened): `record`'s views point into `value`.
 Decision decide_stored(std::string_view value, const Digest& fingerprint, Record& record) noexcept;
+
+// Why decide_at_rest found a record unverifiable.
+enum class AtRest { ok, plain, no_keys, unknown_key, altered };
+const char* at_rest_reason(AtRest why) noexcept;
+
+// The same for a record read from a store, with encryption at rest: with
+// `keys`, every record but a plain claim (an original in flight) must be
+// sealed and open with one of them, bound to `key`; what does not is
+// `unverifiable`, and `why` says which case it was. A sealed record is
+// opened into `out` (room for value.size()) and `value` then views it.
+Decision decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys,
+                        std::size_t key_count, const Digest& fingerprint, char* out, AtRest& why) noexcept;
 
 }  // namespace idem

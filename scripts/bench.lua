@@ -2,7 +2,7 @@
 --
 -- Settings come from the environment (wrk passes no options to init in the
 -- main state, and done() runs there):
---   BENCH_MODE        plain | new | replay | nokey | mix
+--   BENCH_MODE        plain | new | replay | nokey | zone-new | zone-replay | mix
 --   BENCH_RUN         a string unique to this wrk run (keys of `new` never repeat)
 --   BENCH_BODY        the request body (JSON)
 --   BENCH_REPLAY_KEY  the key every `replay` request sends (stored beforehand)
@@ -10,7 +10,9 @@
 --
 -- Every mode builds its request the same way (one Lua call per request,
 -- a few string concatenations), so wrk's own cost is the same in all cells.
--- `plain` sends to /plain/pay (no module), the others to /idem/pay.
+-- `plain` sends to /plain/pay (no module), `zone-new` to /zone/pay and
+-- `zone-replay` to /zone-replay/pay (the shared memory zone store), the
+-- others to /idem/pay (Redis).
 -- At the end one line starting with "BENCH " gives the figures scripts/bench.sh
 -- parses (latencies in microseconds).
 
@@ -36,6 +38,8 @@ local plain_req = head("/plain/pay") .. tail
 local nokey_req = head("/idem/pay") .. tail
 local key_head  = head("/idem/pay") .. "Idempotency-Key: "
 local replay_req = key_head .. replay_key .. "\r\n" .. tail
+local zone_key_head = head("/zone/pay") .. "Idempotency-Key: "
+local zone_replay_req = head("/zone-replay/pay") .. "Idempotency-Key: " .. replay_key .. "\r\n" .. tail
 local prefix
 local sent = 0
 
@@ -49,11 +53,17 @@ local function fresh()
     return key_head .. prefix .. sent .. "\r\n" .. tail
 end
 
+local function zone_fresh()
+    return zone_key_head .. prefix .. sent .. "\r\n" .. tail
+end
+
 local builders = {
     plain  = function() return plain_req end,
     nokey  = function() return nokey_req end,
     replay = function() return replay_req end,
     new    = fresh,
+    ["zone-new"]    = zone_fresh,
+    ["zone-replay"] = function() return zone_replay_req end,
     -- 40% new keys, 40% replays of the pool's keys, 20% without a key
     mix    = function()
         local slot = sent % 10

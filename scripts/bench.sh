@@ -20,6 +20,11 @@
 #   new     the module on, a fresh Idempotency-Key on every request
 #   replay  the module on, one key stored beforehand, every request replays it
 #   nokey   the module on, requests without a key
+#   zone-new, zone-replay
+#           new and replay with the shared memory zone store instead of Redis
+#           (idempotency_zone zone=bench:1024m; the new cell's records have
+#           idempotency_ttl 10s, so that its fresh keys expire and are
+#           reclaimed in steady state instead of filling the zone)
 # Reported per cell: median requests/s, median p50 and p99 latency, the rps
 # ratio to plain and the p99 added over plain; CPU time per request of the
 # gateway worker, the upstream worker, redis-server and the whole machine
@@ -223,6 +228,7 @@ events { worker_connections 4096; }
 http {
 $(nginx_common "$d")
     idempotency_redis 127.0.0.1:$REDIS_PORT;
+    idempotency_zone zone=bench:1024m;
 
     upstream backend {
         server 127.0.0.1:$UP_PORT;
@@ -237,6 +243,8 @@ $(nginx_common "$d")
 
         location /plain/ { idempotency off; proxy_pass http://backend; }
         location /idem/  { idempotency on;  proxy_pass http://backend; }
+        location /zone/  { idempotency on;  idempotency_store zone=bench; idempotency_ttl 10s; proxy_pass http://backend; }
+        location /zone-replay/ { idempotency on; idempotency_store zone=bench; proxy_pass http://backend; }
         location = /bench-status { stub_status; }
     }
 }
@@ -274,12 +282,17 @@ check_gateway() {  # check_gateway PORT KEY: the cells answer what they should; 
     [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "new key: expected a fresh 201, got: ${r%%$'\r'*}"
     r=$(post "$port" /idem/pay "$key") || die "replay: no answer"
     [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "replay: expected a replayed 201, got: $r"
+    r=$(post "$port" /zone/pay "$key-zone-new") || die "zone-new: no answer"
+    [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "zone-new: expected a fresh 201, got: ${r%%$'\r'*}"
+    r=$(post "$port" /zone-replay/pay "$key") || die "zone-replay: no answer (storing the key)"
+    r=$(post "$port" /zone-replay/pay "$key") || die "zone-replay: no answer"
+    [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "zone-replay: expected a replayed 201, got: $r"
     UP_BODY_BYTES=$(printf '%s' "${r#*$'\r\n\r\n'}" | wc -c)
 }
 
 # ------------------------------------------------------------------ wrk
 
-CELLS=(plain new replay nokey)
+CELLS=(plain new replay nokey zone-new zone-replay)
 
 # wrk_start PURPOSE MODE SECONDS PORT LOG [CONNS]: wrk in the background
 # (WRK_PID: the `timeout` around it, which passes INT on to wrk);
@@ -605,7 +618,7 @@ report="$tmp/report.md"
             for my $c (keys %v) { $m{$c}{$_} = med(@{ $v{$c}{$_} }) for qw(rps p50 p99) }
             print "| cell | requests/s (median) | rps range over rounds | × plain | p50 ms | p99 ms | p99 added over plain, ms |\n";
             print "|---|---:|---:|---:|---:|---:|---:|\n";
-            for my $c (qw(plain new replay nokey)) {
+            for my $c (qw(plain new replay nokey zone-new zone-replay)) {
                 next unless $m{$c};
                 my @r = sort { $a <=> $b } @{ $v{$c}{rps} };
                 printf "| %s | %.0f | %.0f–%.0f | %.3f | %.3f | %.3f | %+.3f |\n", $c, $m{$c}{rps}, $r[0], $r[-1],
@@ -617,7 +630,7 @@ report="$tmp/report.md"
             my %c;
             open my $in, "<", $file or die;
             while (<$in>) { chomp; my @f = split /\t/; push @{ $c{$f[1]}[$_] }, $f[6 + $_] for 0 .. 5 }
-            for my $cell (qw(plain new replay nokey)) {
+            for my $cell (qw(plain new replay nokey zone-new zone-replay)) {
                 next unless $c{$cell};
                 printf "| %s | %.1f | %.1f | %.1f | %.1f | %.0f %% | %.0f %% |\n", $cell, map { med(@{ $c{$cell}[$_] }) } 0 .. 2, 4, 3, 5;
             }
@@ -631,8 +644,9 @@ report="$tmp/report.md"
         perl -e '
             my %v; my @rounds;
             while (<STDIN>) { chomp; my ($r, $c, $rps, $p50, $p99) = split /\t/; $v{$r}{$c} = sprintf "%6d (p99 %5.2f ms, steal %2d%%)", $rps, $p99 / 1000, (split /\t/)[11] // 0; push @rounds, $r unless grep { $_ == $r } @rounds }
-            printf "%-6s %-34s %-34s %-34s %-34s\n", "round", qw(plain new replay nokey);
-            for my $r (@rounds) { printf "%-6s %-34s %-34s %-34s %-34s\n", $r, map { $v{$r}{$_} // "-" } qw(plain new replay nokey) }
+            my @cells = qw(plain new replay nokey zone-new zone-replay);
+            printf "%-6s" . " %-34s" x @cells . "\n", "round", @cells;
+            for my $r (@rounds) { printf "%-6s" . " %-34s" x @cells . "\n", $r, map { $v{$r}{$_} // "-" } @cells }
         ' <"$RESULTS"
         echo '```'
         perl -e '
@@ -667,6 +681,8 @@ report="$tmp/report.md"
                 ["replay rps ≥ 1.0 × plain",  $m{replay}[0], sub { $_[0] >= 1.0 },  "%.3f"],
                 ["nokey rps ≥ 0.97 × plain",  $m{nokey}[0],  sub { $_[0] >= 0.97 }, "%.3f"],
                 (map { ["$_ p99 added < 1 ms", $m{$_}[1], sub { $_[0] < 1 }, "%+.3f ms"] } qw(new replay nokey)),
+                ["zone-new rps ≥ 0.80 × plain", $m{"zone-new"}[0], sub { $_[0] >= 0.80 }, "%.3f"],
+                ["zone-replay rps ≥ 1.0 × plain", $m{"zone-replay"}[0], sub { $_[0] >= 1.0 }, "%.3f"],
                 ["new: 2 Redis commands per request",    $new_sent,    sub { abs($_[0] - 2) < 0.05 }, "%.2f"],
                 ["replay: 1 Redis command per request",  $replay_sent, sub { abs($_[0] - 1) < 0.05 }, "%.2f"],
             );

@@ -2,7 +2,7 @@
 # stress.pl — stress and failure-injection runs for ngx_http_idempotency_module
 # (what `make stress` runs).
 #
-#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,8,9] [--scale F] [--keep] [--verbose]
+#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,7,8,9] [--scale F] [--keep] [--verbose]
 #
 # Starts everything it needs itself, on free 127.0.0.1 ports, in a temp dir:
 # one redis-server, the counting upstream (scripts/upstream.pl) and, per
@@ -26,6 +26,9 @@
 #   6  memory: 100000 requests (new keys, replays, no key) to a gateway with
 #      worker_processes 1: the worker's VmRSS after 1k/10k/50k/100k must not
 #      grow more than 20% between 10k and 100k.
+#   7  scenario 1 (7a: wait 0, 7b: wait 5s) against the shared memory zone
+#      store (idempotency_store zone=stress) instead of Redis, across the
+#      two workers: one execution.
 #   8  3000 keys, clients retry until 2xx, through a Redis Cluster of 3
 #      masters with a replica each, while 1000 slots are resharded
 #      (redis-cli --cluster reshard) and another master fails over to its
@@ -63,7 +66,7 @@ $| = 1;
 
 # ---------------------------------------------------------------- options
 
-my %opt = (scenarios => '1,2,3,4,5,6,8,9', scale => 1, keep => 0, verbose => 0);
+my %opt = (scenarios => '1,2,3,4,5,6,7,8,9', scale => 1, keep => 0, verbose => 0);
 GetOptions(
     'scenarios=s' => \$opt{scenarios},
     'scale=f'     => \$opt{scale},
@@ -747,6 +750,8 @@ my $SCENARIO_LOCATIONS = <<'LOC';
         location /s3/   { idempotency on; proxy_pass http://payments; }
         location /s4/   { idempotency on; idempotency_lock_ttl 5s; proxy_pass http://payments; }
         location /s5/   { idempotency on; idempotency_lock_ttl 2s; proxy_pass http://payments; }
+        location /s7w0/ { idempotency on; idempotency_store zone=stress; proxy_pass http://payments; }
+        location /s7w5/ { idempotency on; idempotency_store zone=stress; idempotency_wait 5s; proxy_pass http://payments; }
 LOC
 
 sub nginx_conf {
@@ -800,6 +805,7 @@ http {
     keepalive_timeout 60s;
 
     idempotency_redis 127.0.0.1:$REDIS_PORT;
+    idempotency_zone zone=stress:16m;
 
     upstream payments { server 127.0.0.1:$UP_PORT; }
 
@@ -988,10 +994,11 @@ sub backoff {
 # ---------------------------------------------------------------- scenario 1
 
 sub scenario1 {
-    my ($id, $wait) = @_;
-    my $loc = $wait ? 's1w5' : 's1w0';
+    my ($id, $wait, $zone) = @_;
+    my $loc = ($zone ? 's7' : 's1') . ($wait ? 'w5' : 'w0');
     my $sc = scenario_begin($id, "$S1_REQUESTS simultaneous POSTs, one key, upstream sleep=1, "
-                                 . "idempotency_wait " . ($wait ? '5s' : '0'));
+                                 . "idempotency_wait " . ($wait ? '5s' : '0')
+                                 . ($zone ? ', store: shared memory zone' : ''));
     my $ng = nginx_start("s$id", workers => 2);
     my $path = "/$loc/pay";
     my $key = "s$id-" . int(rand 1e9);
@@ -1855,6 +1862,7 @@ sub main {
         ['4', \&scenario4],
         ['5', \&scenario5],
         ['6', \&scenario6],
+        ['7', sub { scenario1('7a', 0, 1); scenario1('7b', 1, 1) }],
         ['8', \&scenario8],
         ['9', \&scenario9],
     );

@@ -1,0 +1,29 @@
+// log_limit.hpp — per-request lines about an outage (a store that cannot be
+// reached, a zone that is full) are written at most once a second per
+// worker, with the number of requests they stand for: an outage must not
+// flood the log.
+#pragma once
+
+#include "ngx.hpp"
+
+namespace idem {
+
+struct LogLimiter {
+    ngx_msec_t last = 0;
+    ngx_uint_t count = 0;
+
+    // true when a line may be written now; `count` is then the number of
+    // occurrences it reports (this one and the ones not written).
+    bool admit()
+    {
+        count++;
+        if (last != 0 && ngx_current_msec - last < 1000) {
+            return false;
+        }
+        last = ngx_current_msec;
+        return true;
+    }
+    ngx_uint_t take() { ngx_uint_t n = count; count = 0; return n; }
+};
+
+}  // namespace idem

@@ -1,0 +1,557 @@
+// zone/zone_store.cpp — see zone_store.hpp. The shape follows nginx's
+// limit_req zones: a slab pool per zone, its mutex held only for the short
+// tree and copy work of one operation, and the configuration-time object
+// handed on across reloads through shm_zone->data.
+
+#include "zone_store.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+
+#include "../log_limit.hpp"
+#include "../metrics.hpp"
+#include "zone_rules.hpp"
+
+namespace idem::zone {
+namespace {
+
+// Tags the store zones, so that a zone name used by another module (or the
+// metrics zone) is refused by nginx instead of being shared.
+char zone_tag;
+
+constexpr size_t expire_per_claim = 2;     // expired records freed on every claim
+constexpr size_t reclaim_batch = 64;       // ... and per round when memory runs out
+constexpr size_t max_reclaim_rounds = 16;  // a bound on the work done under the mutex
+
+// One record: its store key and value, in one slab allocation.
+struct Node {
+    ngx_rbtree_node_t by_key;     // key: CRC32 of the store key, ties broken by the key
+    ngx_rbtree_node_t by_expiry;  // key: expiry, ngx_current_msec (one monotonic clock for all workers)
+    std::uint32_t key_len;
+    std::uint32_t value_len;
+    std::uint32_t capacity;       // room for the value
+    char data[1];                 // key, then value
+};
+
+struct Shared {
+    ngx_rbtree_t by_key;
+    ngx_rbtree_node_t key_sentinel;
+    ngx_rbtree_t by_expiry;
+    ngx_rbtree_node_t expiry_sentinel;
+};
+
+Node* node_by_key(ngx_rbtree_node_t* n)
+{
+    return reinterpret_cast<Node*>(n);
+}
+
+Node* node_by_expiry(ngx_rbtree_node_t* n)
+{
+    return reinterpret_cast<Node*>(reinterpret_cast<char*>(n) - offsetof(Node, by_expiry));
+}
+
+std::string_view key_of(const Node* n)
+{
+    return {n->data, n->key_len};
+}
+
+std::string_view value_of(const Node* n)
+{
+    return {n->data + n->key_len, n->value_len};
+}
+
+void insert_by_key(ngx_rbtree_node_t* temp, ngx_rbtree_node_t* node, ngx_rbtree_node_t* sentinel)
+{
+    ngx_rbtree_node_t** p;
+    for (;;) {
+        if (node->key != temp->key) {
+            p = node->key < temp->key ? &temp->left : &temp->right;
+        } else {
+            p = key_of(node_by_key(node)) < key_of(node_by_key(temp)) ? &temp->left : &temp->right;
+        }
+        if (*p == sentinel) {
+            break;
+        }
+        temp = *p;
+    }
+    *p = node;
+    node->parent = temp;
+    node->left = sentinel;
+    node->right = sentinel;
+    ngx_rbt_red(node);
+}
+
+LogLimiter full_claim_log, full_store_log;
+
+// A claim in flight: the zone answers at once, but the caller is told on the
+// next turn of the event loop, as the Store contract promises.
+struct ClaimOp {
+    ngx_event_t event;
+    class ZoneStore* store;
+    ClaimCallback callback;
+    void* data;
+    Digest fingerprint;
+    const SecretKey* keys;
+    size_t key_count;
+    std::uint64_t lock_ttl_ms;
+    size_t key_len;
+    size_t claim_len;
+    char bytes[1];  // key, then claim
+};
+
+enum class Claimed { granted, found, full, no_memory };
+enum class Stored { stored, done, refused, marker, kept };
+
+class ZoneStore final : public Store {
+public:
+    explicit ZoneStore(ngx_shm_zone_t* shm) noexcept : shm_(shm) {}
+
+    void attach(Shared* sh, ngx_slab_pool_t* pool) noexcept
+    {
+        sh_ = sh;
+        pool_ = pool;
+    }
+    bool attached() const noexcept { return sh_ != nullptr; }
+    Shared* shared() const noexcept { return sh_; }
+    ngx_slab_pool_t* pool() const noexcept { return pool_; }
+
+    PendingOp* claim(std::string_view key, std::string_view claim, const Digest& fingerprint,
+                     std::uint64_t lock_ttl_ms, const SecretKey* keys, std::size_t key_count,
+                     ClaimCallback callback, void* data) noexcept override
+    {
+        auto* op = static_cast<ClaimOp*>(ngx_alloc(sizeof(ClaimOp) + key.size() + claim.size(), ngx_cycle->log));
+        if (op == nullptr) {
+            return nullptr;
+        }
+        ngx_memzero(&op->event, sizeof(ngx_event_t));
+        op->event.handler = on_claim_event;
+        op->event.data = op;
+        op->event.log = ngx_cycle->log;
+        op->store = this;
+        op->callback = callback;
+        op->data = data;
+        op->fingerprint = fingerprint;
+        op->keys = keys;
+        op->key_count = key_count;
+        op->lock_ttl_ms = lock_ttl_ms;
+        op->key_len = key.size();
+        op->claim_len = claim.size();
+        std::memcpy(op->bytes, key.data(), key.size());
+        std::memcpy(op->bytes + key.size(), claim.data(), claim.size());
+        ngx_post_event(&op->event, &ngx_posted_events);
+        // The caller only hands the pointer back to abandon(): an opaque handle.
+        return reinterpret_cast<PendingOp*>(op);
+    }
+
+    void abandon(PendingOp* pending) noexcept override
+    {
+        // Not run yet, so nothing was claimed.
+        auto* op = reinterpret_cast<ClaimOp*>(pending);
+        if (op->event.posted) {
+            ngx_delete_posted_event(&op->event);
+        }
+        ngx_free(op);
+    }
+
+    void complete(std::string_view key, std::string_view claim, std::string_view record,
+                  std::uint64_t ttl_ms) noexcept override
+    {
+        lock();
+        ngx_msec_t now = ngx_current_msec;
+        Node* n = find_live(key, now);
+        Stored outcome = Stored::refused;
+        switch (fence_complete(n ? std::optional(value_of(n)) : std::nullopt, claim, record)) {
+        case Fence::done:
+            outcome = Stored::done;
+            break;
+        case Fence::refused:
+            break;
+        case Fence::act:
+            outcome = replace(n, key, claim, record, now, now + ttl_ms);
+            break;
+        }
+        unlock();
+
+        if (outcome == Stored::refused) {
+            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                          "idempotency: could not store the response: the claim had expired or was taken over");
+        } else if (outcome == Stored::marker || outcome == Stored::kept) {
+            count(Counter::zone_full_stores);
+            if (full_store_log.admit()) {
+                ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                              "idempotency: zone \"%V\" is full: the response to \"%*s\" is not stored, its retries "
+                              "get %s (%ui since the last line)",
+                              &shm_->shm.name, key.size(), key.data(), outcome == Stored::marker ? "410" : "409",
+                              full_store_log.take());
+            }
+        }
+    }
+
+    void release(std::string_view key, std::string_view claim) noexcept override
+    {
+        lock();
+        Node* n = find_live(key, ngx_current_msec);
+        Fence f = fence_release(n ? std::optional(value_of(n)) : std::nullopt, claim);
+        if (f == Fence::act) {
+            remove(n);
+        }
+        unlock();
+        if (f == Fence::refused) {
+            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                          "idempotency: could not release the key: the claim had expired or was taken over");
+        }
+    }
+
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
+    {
+        lock();
+        ngx_msec_t now = ngx_current_msec;
+        Node* n = find_live(key, now);
+        Fence f = fence_renew(n ? std::optional(value_of(n)) : std::nullopt, claim);
+        if (f == Fence::act) {
+            expire_at(n, now + lock_ttl_ms);
+        }
+        unlock();
+        if (f == Fence::refused) {
+            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                          "idempotency: could not renew the claim: the claim had expired or was taken over");
+        }
+    }
+
+private:
+    void lock() noexcept { ngx_shmtx_lock(&pool_->mutex); }
+    void unlock() noexcept { ngx_shmtx_unlock(&pool_->mutex); }
+
+    // ------------------------------------------------ under the mutex
+
+    // The record under `key`, unless there is none or it has expired (then
+    // it is freed: an expired record is as good as absent).
+    Node* find_live(std::string_view key, ngx_msec_t now) noexcept
+    {
+        auto hash = static_cast<ngx_rbtree_key_t>(ngx_crc32_short(bytes_of(key), key.size()));
+        ngx_rbtree_node_t* n = sh_->by_key.root;
+        ngx_rbtree_node_t* sentinel = sh_->by_key.sentinel;
+        while (n != sentinel) {
+            if (hash != n->key) {
+                n = hash < n->key ? n->left : n->right;
+                continue;
+            }
+            Node* node = node_by_key(n);
+            int rc = key.compare(key_of(node));
+            if (rc == 0) {
+                if (expired(node->by_expiry.key, now)) {
+                    remove(node);
+                    return nullptr;
+                }
+                return node;
+            }
+            n = rc < 0 ? n->left : n->right;
+        }
+        return nullptr;
+    }
+
+    // Frees up to `max` expired records, oldest expiry first; returns how many.
+    size_t expire(size_t max, ngx_msec_t now) noexcept
+    {
+        size_t freed = 0;
+        ngx_rbtree_node_t* sentinel = sh_->by_expiry.sentinel;
+        while (freed < max && sh_->by_expiry.root != sentinel) {
+            ngx_rbtree_node_t* first = ngx_rbtree_min(sh_->by_expiry.root, sentinel);
+            if (!expired(first->key, now)) {
+                break;
+            }
+            remove(node_by_expiry(first));
+            freed++;
+        }
+        return freed;
+    }
+
+    // A node for a key and value of these sizes; when the zone is full,
+    // expired records are reclaimed first, a bounded number of them. Never
+    // a live one: nullptr then.
+    Node* allocate(size_t key_len, size_t value_len, ngx_msec_t now) noexcept
+    {
+        size_t size = offsetof(Node, data) + key_len + value_len;
+        void* p = ngx_slab_alloc_locked(pool_, size);
+        for (size_t round = 0; p == nullptr && round < max_reclaim_rounds; round++) {
+            if (expire(reclaim_batch, now) == 0) {
+                break;
+            }
+            p = ngx_slab_alloc_locked(pool_, size);
+        }
+        auto* n = static_cast<Node*>(p);
+        if (n != nullptr) {
+            n->key_len = static_cast<std::uint32_t>(key_len);
+            n->capacity = static_cast<std::uint32_t>(value_len);
+        }
+        return n;
+    }
+
+    void set_value(Node* n, std::string_view value) noexcept
+    {
+        std::memcpy(n->data + n->key_len, value.data(), value.size());
+        n->value_len = static_cast<std::uint32_t>(value.size());
+    }
+
+    void expire_at(Node* n, ngx_msec_t expires) noexcept
+    {
+        ngx_rbtree_delete(&sh_->by_expiry, &n->by_expiry);
+        n->by_expiry.key = expires;
+        ngx_rbtree_insert(&sh_->by_expiry, &n->by_expiry);
+    }
+
+    Node* insert(std::string_view key, std::string_view value, ngx_msec_t now, ngx_msec_t expires) noexcept
+    {
+        Node* n = allocate(key.size(), value.size(), now);
+        if (n == nullptr) {
+            return nullptr;
+        }
+        std::memcpy(n->data, key.data(), key.size());
+        set_value(n, value);
+        n->by_key.key = static_cast<ngx_rbtree_key_t>(ngx_crc32_short(bytes_of(key), key.size()));
+        n->by_expiry.key = expires;
+        ngx_rbtree_insert(&sh_->by_key, &n->by_key);
+        ngx_rbtree_insert(&sh_->by_expiry, &n->by_expiry);
+        return n;
+    }
+
+    void remove(Node* n) noexcept
+    {
+        ngx_rbtree_delete(&sh_->by_key, &n->by_key);
+        ngx_rbtree_delete(&sh_->by_expiry, &n->by_expiry);
+        ngx_slab_free_locked(pool_, n);
+    }
+
+    // The claim `n` becomes the record. Without room for it, the claim
+    // becomes the unreplayable marker (it fits where the claim was): the
+    // response was executed and must never run again, so its retries get
+    // 410 until `expires`.
+    Stored replace(Node* n, std::string_view key, std::string_view claim, std::string_view record, ngx_msec_t now,
+                   ngx_msec_t expires) noexcept
+    {
+        if (record.size() <= n->capacity) {
+            set_value(n, record);
+            expire_at(n, expires);
+            return Stored::stored;
+        }
+        // For a moment both are in the tree; removing the claim leaves the record.
+        if (insert(key, record, now, expires) != nullptr) {
+            remove(n);
+            return Stored::stored;
+        }
+        char marker[unreplayable_size];
+        size_t size = full_zone_marker(claim, record, marker);
+        if (size != 0 && size <= n->capacity) {
+            set_value(n, {marker, size});
+            expire_at(n, expires);
+            return Stored::marker;
+        }
+        expire_at(n, expires);  // the claim stays: 409 rather than a second execution
+        return Stored::kept;
+    }
+
+    // Claims `key` if it is free (or its record expired), else copies out
+    // the record found (ngx_alloc'd, for the caller to free).
+    Claimed take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, std::string_view& found) noexcept
+    {
+        lock();
+        ngx_msec_t now = ngx_current_msec;
+        expire(expire_per_claim, now);
+        Claimed result = Claimed::granted;
+        if (Node* n = find_live(key, now)) {
+            auto* copy = static_cast<char*>(ngx_alloc(n->value_len, ngx_cycle->log));
+            if (copy == nullptr) {
+                result = Claimed::no_memory;
+            } else {
+                std::memcpy(copy, value_of(n).data(), n->value_len);
+                found = {copy, n->value_len};
+                result = Claimed::found;
+            }
+        } else if (insert(key, claim, now, now + lock_ttl_ms) == nullptr) {
+            result = Claimed::full;
+        }
+        unlock();
+        return result;
+    }
+
+    // ------------------------------------------------ the claim's answer
+
+    static void on_claim_event(ngx_event_t* ev)
+    {
+        auto* op = static_cast<ClaimOp*>(ev->data);
+        ZoneStore* self = op->store;
+        std::string_view key{op->bytes, op->key_len};
+        std::string_view claim{op->bytes + op->key_len, op->claim_len};
+        std::string_view found;
+        ClaimResult result{Decision::unavailable, {}};
+        char* opened = nullptr;
+
+        switch (self->take(key, claim, op->lock_ttl_ms, found)) {
+        case Claimed::granted:
+            result.decision = Decision::execute;
+            break;
+        case Claimed::full:
+            count(Counter::zone_full_claims);
+            if (full_claim_log.admit()) {
+                ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                              "idempotency: zone \"%V\" is full: claims refused, requests follow "
+                              "idempotency_fail_open (%ui since the last line)",
+                              &self->shm_->shm.name, full_claim_log.take());
+            }
+            break;
+        case Claimed::no_memory:
+            ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0, "idempotency: out of memory reading zone \"%V\"",
+                          &self->shm_->shm.name);
+            break;
+        case Claimed::found:
+            result.stored = found;
+            opened = static_cast<char*>(ngx_alloc(found.size(), ngx_cycle->log));
+            if (opened != nullptr) {
+                AtRest why = AtRest::ok;
+                result.decision = decide_at_rest(key, result.stored, op->keys, op->key_count, op->fingerprint,
+                                                 opened, why);
+                if (why != AtRest::ok) {
+                    ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0, "idempotency: the record under \"%*s\" is refused: %s",
+                                  key.size(), key.data(), at_rest_reason(why));
+                }
+            }
+            break;
+        }
+
+        op->callback(op->data, result);
+        ngx_free(opened);
+        ngx_free(const_cast<char*>(found.data()));
+        ngx_free(op);
+    }
+
+    static u_char* bytes_of(std::string_view s) noexcept
+    {
+        return reinterpret_cast<u_char*>(const_cast<char*>(s.data()));
+    }
+
+    ngx_shm_zone_t* shm_;
+    Shared* sh_ = nullptr;
+    ngx_slab_pool_t* pool_ = nullptr;
+};
+
+// A reload hands the old configuration's store to the new one: the records
+// stay where they are (nginx keeps a zone whose name and size are unchanged).
+ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
+{
+    auto* store = static_cast<ZoneStore*>(shm_zone->data);
+    if (auto* old = static_cast<ZoneStore*>(data)) {
+        store->attach(old->shared(), old->pool());
+        return NGX_OK;
+    }
+    auto* pool = reinterpret_cast<ngx_slab_pool_t*>(shm_zone->shm.addr);
+    if (shm_zone->shm.exists) {
+        store->attach(static_cast<Shared*>(pool->data), pool);
+        return NGX_OK;
+    }
+    auto* sh = static_cast<Shared*>(ngx_slab_alloc(pool, sizeof(Shared)));
+    if (sh == nullptr) {
+        return NGX_ERROR;
+    }
+    pool->data = sh;
+    ngx_rbtree_init(&sh->by_key, &sh->key_sentinel, insert_by_key);
+    ngx_rbtree_init(&sh->by_expiry, &sh->expiry_sentinel, ngx_rbtree_insert_value);
+
+    size_t len = sizeof(" in idempotency zone \"\"") + shm_zone->shm.name.len;
+    pool->log_ctx = static_cast<u_char*>(ngx_slab_alloc(pool, len));
+    if (pool->log_ctx == nullptr) {
+        return NGX_ERROR;
+    }
+    ngx_sprintf(pool->log_ctx, " in idempotency zone \"%V\"%Z", &shm_zone->shm.name);
+    pool->log_nomem = 0;  // a full zone is reported by the store, once per second
+    store->attach(sh, pool);
+    return NGX_OK;
+}
+
+bool parse_prefix(const ngx_str_t& arg, std::string_view prefix, ngx_str_t& rest)
+{
+    if (arg.len <= prefix.size() || view(arg).substr(0, prefix.size()) != prefix) {
+        return false;
+    }
+    rest = {arg.len - prefix.size(), arg.data + prefix.size()};
+    return true;
+}
+
+}  // namespace
+
+char* set_zone(ngx_conf_t* cf, ngx_command_t*, void*)
+{
+    ngx_str_t arg = static_cast<ngx_str_t*>(cf->args->elts)[1];
+    ngx_str_t name;
+    u_char* colon = nullptr;
+    if (!parse_prefix(arg, "zone=", name) || (colon = ngx_strlchr(name.data, name.data + name.len, ':')) == nullptr
+        || colon == name.data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\" in \"idempotency_zone\" (expected zone=NAME:SIZE)",
+                           &arg);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    ngx_str_t size_arg{static_cast<size_t>(name.data + name.len - colon - 1), colon + 1};
+    name.len = static_cast<size_t>(colon - name.data);
+    ssize_t size = ngx_parse_size(&size_arg);
+    if (size == NGX_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid size \"%V\" of zone \"%V\" in \"idempotency_zone\"", &size_arg,
+                           &name);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (size < static_cast<ssize_t>(8 * ngx_pagesize)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "zone \"%V\" of \"idempotency_zone\" is too small: at least %uzk", &name,
+                           8 * ngx_pagesize / 1024);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    ngx_shm_zone_t* shm = ngx_shared_memory_add(cf, &name, static_cast<size_t>(size), &zone_tag);
+    if (shm == nullptr) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (shm->data != nullptr) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "duplicate zone \"%V\" in \"idempotency_zone\"", &name);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    void* memory = ngx_pcalloc(cf->pool, sizeof(ZoneStore));
+    if (memory == nullptr) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    // In the configuration's pool, like the rest of it; nothing to destroy.
+    shm->data = new (memory) ZoneStore(shm);
+    shm->init = init_zone;
+    return NGX_CONF_OK;
+}
+
+char* set_store(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* lcf = static_cast<LocConf*>(conf);
+    if (lcf->zone != NGX_CONF_UNSET_PTR) {
+        return const_cast<char*>("is duplicate");
+    }
+    ngx_str_t arg = static_cast<ngx_str_t*>(cf->args->elts)[1];
+    ngx_str_t name;
+    if (view(arg) == "redis") {
+        lcf->zone = nullptr;
+        return NGX_CONF_OK;
+    }
+    if (!parse_prefix(arg, "zone=", name)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"%V\" in \"idempotency_store\" (expected zone=NAME or redis)",
+                           &arg);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    // Size 0: a reference; idempotency_zone (anywhere in the http block) defines it.
+    lcf->zone = ngx_shared_memory_add(cf, &name, 0, &zone_tag);
+    return lcf->zone != nullptr ? NGX_CONF_OK : static_cast<char*>(NGX_CONF_ERROR);
+}
+
+bool defined(const ngx_shm_zone_t* zone) noexcept
+{
+    return zone->data != nullptr;
+}
+
+Store* store_for(ngx_shm_zone_t* zone) noexcept
+{
+    auto* store = static_cast<ZoneStore*>(zone->data);
+    return store != nullptr && store->attached() ? store : nullptr;
+}
+
+}  // namespace idem::zone

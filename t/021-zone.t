@@ -1,0 +1,635 @@
+# The store in nginx shared memory (issue 8): `idempotency_zone` defines a
+# zone, `idempotency_store zone=NAME` selects it; no Redis is configured in
+# any block. The SPEC rules hold as with Redis, across the two workers every
+# block runs with; records expire by TTL, a full zone never evicts a live
+# record (a claim that finds no room follows idempotency_fail_open, a
+# response that finds none leaves the unreplayable marker: 410, never a
+# second execution), and records survive `nginx -s reload`.
+#
+# Helpers below run in `--- init`: they talk to nginx on their own
+# connections, reload it (SIGHUP to the master, then wait for the new
+# workers), and fill a zone.
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use IdempotencyTest;
+use Test::Nginx::Socket 'no_plan';
+
+use IO::Select;
+use IO::Socket::INET;
+use Time::HiRes qw(time);
+
+master_on();
+workers(2);
+test_nginx_defaults();
+
+# A second listener with reuseport: each worker has its own socket, so
+# connections spread over both workers (the cross-worker block).
+$ENV{TEST_NGINX_SPREAD_PORT} = IdempotencyTest::free_port();
+
+our $KEY_A = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
+our $KEY_B = 'fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210';
+
+run_tests();
+
+# One request on its own connection; returns {status, headers (lower-case
+# names), body}, or dies.
+sub http {
+    my ($method, $uri, %o) = @_;
+    my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $o{port} || IdempotencyTest::nginx_port(),
+                                     Proto => 'tcp', Timeout => 10)
+        or die "cannot connect to nginx: $!\n";
+    my $body = $o{body} // 'x';
+    my $head = "$method $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: " . length($body) . "\r\n";
+    $head .= "Idempotency-Key: $o{key}\r\n" if defined $o{key};
+    print {$sock} "$head\r\n$body";
+    return read_response($sock);
+}
+
+# Reads a response to the end of the connection.
+sub read_response {
+    my ($sock) = @_;
+    my ($buf, $sel, $deadline) = ('', IO::Select->new($sock), time + 10);
+    while (time < $deadline) {
+        next unless $sel->can_read($deadline - time);
+        my $n = sysread($sock, $buf, 65536, length $buf);
+        last unless $n;
+    }
+    close $sock;
+    my ($head, $body) = split /\r\n\r\n/, $buf, 2;
+    die "no response\n" unless defined $head && $head =~ m{\AHTTP/1\.\d (\d{3})};
+    my %headers = map { /^([^:]+):\s*(.*)$/ ? (lc $1 => $2) : () } split /\r\n/, $head;
+    return { status => $1, headers => \%headers, body => $body // '' };
+}
+
+sub master_pid {
+    open my $fh, '<', $Test::Nginx::Util::PidFile or die "no nginx pid file\n";
+    my ($pid) = <$fh> =~ /(\d+)/;
+    return $pid;
+}
+
+# The pids of the master's worker processes: its children (these configs
+# have no cache manager; under valgrind a worker's command line is not
+# nginx's, so it is not looked at).
+sub worker_pids {
+    my $master = master_pid();
+    my @pids;
+    for my $stat (glob '/proc/[0-9]*/stat') {
+        open my $fh, '<', $stat or next;
+        my $line = <$fh> // next;
+        my ($pid, $state, $ppid) = $line =~ /^(\d+) \(.*\) (\S) (\d+)/s or next;
+        push @pids, $pid if $ppid == $master && $state ne 'Z';
+    }
+    return sort @pids;
+}
+
+# Waits until the master runs two workers, none of them in @old.
+sub await_new_workers {
+    my (@old) = @_;
+    my %old = map { $_ => 1 } @old;
+    IdempotencyTest::wait_until(sub { my @w = worker_pids(); @w == 2 && !grep { $old{$_} } @w }, 10)
+        or die "the new workers did not come up\n";
+}
+
+sub reload_nginx {
+    my @old = worker_pids();
+    kill 'HUP', master_pid();
+    await_new_workers(@old);
+}
+
+# POSTs new keys to $uri until one is answered 503 (the zone has no room for
+# a claim); returns how many were answered before.
+sub fill_zone {
+    my ($uri, $prefix) = @_;
+    for my $i (1 .. 300) {
+        my $res = http('POST', $uri, key => "$prefix-$i");
+        return $i - 1 if $res->{status} == 503;
+        die "unexpected $res->{status} while filling the zone\n" unless $res->{status} == 201;
+    }
+    die "the zone never filled up\n";
+}
+
+__DATA__
+
+=== TEST 1: a retry replays the first response byte for byte; the upstream runs once
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/1?binary=1&size=300000&cookies=2\nx", "POST /z/1?binary=1&size=300000&cookies=2\nx", "GET /_count/z/1"]
+--- more_headers eval
+["Idempotency-Key: z-1", "Idempotency-Key: z-1", ""]
+--- error_code eval
+[201, 201, 200]
+--- response_body eval
+my $body = substr(join('', map { chr } 0 .. 255) x 1200, 0, 300000);
+[$body, $body, "1"]
+--- response_headers eval
+["X-Idempotency-Status: new\nX-Upstream-Execution: 1\n!Idempotent-Replayed",
+ "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1\nContent-Length: 300000",
+ ""]
+--- raw_response_headers_like eval
+[qr/Set-Cookie: c1=v1\r\nSet-Cookie: c2=v2\r\n/, qr/Set-Cookie: c1=v1\r\nSet-Cookie: c2=v2\r\n/, qr//]
+--- no_error_log
+[error]
+[warn]
+
+
+=== TEST 2: same key, different body: 422
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/2\namount=100", "POST /z/2\namount=999", "GET /_count/z/2"]
+--- more_headers eval
+["Idempotency-Key: z-2", "Idempotency-Key: z-2", ""]
+--- error_code eval
+[201, 422, 200]
+--- response_headers_like eval
+["X-Idempotency-Status: new", "Content-Type: application/problem\\+json\nX-Idempotency-Status: mismatch", ""]
+--- response_body_like eval
+[qr/"execution":1,/, qr/"status":422[,}]/, qr/\A1\z/]
+
+
+=== TEST 3: a duplicate of a request in flight gets 409 with Retry-After
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+$main::original = IdempotencyTest::start_in_flight('/z/3?sleep=1', 'z-3');
+--- request eval
+["POST /z/3?sleep=1\nx", "GET /_count/z/3"]
+--- more_headers eval
+["Idempotency-Key: z-3", ""]
+--- error_code eval
+[409, 200]
+--- response_headers_like eval
+["Content-Type: application/problem\\+json\nRetry-After: [1-9][0-9]*\nX-Idempotency-Status: conflict", ""]
+--- response_body_like eval
+[qr/"status":409[,}]/, qr/\A1\z/]
+--- no_error_log
+[error]
+
+
+=== TEST 4: once the original has answered, the retry gets its response
+--- init
+my $res = main::read_response($main::original);
+die "the original got $res->{status}\n" unless $res->{status} == 201;
+--- request
+POST /z/3?sleep=1
+x
+--- more_headers
+Idempotency-Key: z-3
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: replayed
+Idempotent-Replayed: true
+X-Upstream-Execution: 1
+--- no_error_log
+[error]
+
+
+=== TEST 5: with idempotency_wait, the duplicate waits for the original and gets the replay
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_wait 5s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+$main::original = IdempotencyTest::start_in_flight('/z/5?sleep=1', 'z-5');
+--- request eval
+["POST /z/5?sleep=1\nx", "GET /_count/z/5"]
+--- more_headers eval
+["Idempotency-Key: z-5", ""]
+--- error_code eval
+[201, 200]
+--- response_headers eval
+["X-Idempotency-Status: waited\nIdempotent-Replayed: true\nX-Upstream-Execution: 1", ""]
+--- response_body_like eval
+[qr/"execution":1,/, qr/\A1\z/]
+--- no_error_log
+[error]
+
+
+=== TEST 6: an upstream 5xx releases the key: the retry runs again
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/6?status=500\nx", "POST /z/6?status=500\nx", "GET /_count/z/6"]
+--- more_headers eval
+["Idempotency-Key: z-6", "Idempotency-Key: z-6", ""]
+--- error_code eval
+[500, 500, 200]
+--- response_headers eval
+["X-Idempotency-Status: released\nX-Upstream-Execution: 1", "X-Idempotency-Status: released\nX-Upstream-Execution: 2", ""]
+--- response_body_like eval
+[qr//, qr//, qr/\A2\z/]
+--- no_error_log
+[error]
+
+
+=== TEST 7: idempotency_store_errors on: the 5xx is stored and replayed
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_store_errors on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/7?status=503\nx", "POST /z/7?status=503\nx"]
+--- more_headers
+Idempotency-Key: z-7
+--- error_code eval
+[503, 503]
+--- response_headers eval
+["X-Idempotency-Status: new\nX-Upstream-Execution: 1", "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
+
+
+=== TEST 8: a response over idempotency_max_response_size is delivered, its retry gets 410
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_max_response_size 1k;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/8?size=5000\nx", "POST /z/8?size=5000\nx", "GET /_count/z/8"]
+--- more_headers eval
+["Idempotency-Key: z-8", "Idempotency-Key: z-8", ""]
+--- error_code eval
+[201, 410, 200]
+--- response_body_like eval
+[qr/\A[a-zA-Z0-9\n]{5000}\z/, qr/"status":410[,}]/, qr/\A1\z/]
+--- response_headers_like eval
+["X-Idempotency-Status: new", "Content-Type: application/problem\\+json\nX-Idempotency-Status: unreplayable", ""]
+
+
+=== TEST 9: keys of different scopes never meet
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_scope $http_authorization;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/9\nx", "POST /z/9\nx", "POST /z/9\nx", "GET /_count/z/9"]
+--- more_headers eval
+["Idempotency-Key: z-9\nAuthorization: Bearer alice", "Idempotency-Key: z-9\nAuthorization: Bearer bob",
+ "Idempotency-Key: z-9\nAuthorization: Bearer alice", ""]
+--- error_code eval
+[201, 201, 201, 200]
+--- response_headers eval
+["X-Idempotency-Status: new\nX-Upstream-Execution: 1", "X-Idempotency-Status: new\nX-Upstream-Execution: 2",
+ "X-Idempotency-Status: replayed\nX-Upstream-Execution: 1", ""]
+--- response_body_like eval
+[qr//, qr//, qr//, qr/\A2\z/]
+
+
+=== TEST 10: a record expires after idempotency_ttl ...
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_ttl 1s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/10\nx", "POST /z/10\nx"]
+--- more_headers
+Idempotency-Key: z-10
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Idempotency-Status: new", "X-Idempotency-Status: replayed"]
+
+
+=== TEST 11: ... and then the key executes again
+--- init
+$main::started = time;
+IdempotencyTest::wait_until(sub {
+    (main::http('POST', '/z/10', key => 'z-10')->{headers}{'x-idempotency-status'} // '') eq 'new'
+}, 5) or die "the record of z-10 never expired\n";
+--- request
+GET /_count/z/10
+--- response_body: 2
+
+
+=== TEST 12: a claim outlives its worker and expires after idempotency_lock_ttl
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_lock_ttl 2s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+$main::original = IdempotencyTest::start_in_flight('/z/12?sleep=1', 'z-12');
+my @old = main::worker_pids();
+kill 'KILL', @old;
+main::await_new_workers(@old);
+--- request
+POST /z/12?sleep=1
+x
+--- more_headers
+Idempotency-Key: z-12
+--- error_code: 409
+--- response_headers
+X-Idempotency-Status: conflict
+--- error_log
+[alert]
+exited on signal 9
+
+
+=== TEST 13: ... once idempotency_lock_ttl has passed, the retry executes
+--- init
+close $main::original;
+IdempotencyTest::wait_until(sub {
+    (main::http('POST', '/z/12?sleep=1', key => 'z-12')->{headers}{'x-idempotency-status'} // '') eq 'new'
+}, 6) or die "the claim of z-12 never expired\n";
+--- request
+GET /_count/z/12
+--- response_body: 2
+--- error_log
+[alert]
+exited on signal 9
+
+
+=== TEST 14: a zone with no room for a response keeps the unreplayable marker: 410, never a second execution
+--- http_config
+idempotency_zone zone=tiny:32k;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=tiny;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location = /metrics {
+    idempotency_metrics;
+}
+--- request
+POST /z/14?size=60000
+x
+--- more_headers
+Idempotency-Key: z-14
+--- error_code: 201
+--- response_body_like: \A[a-zA-Z0-9\n]{60000}\z
+--- response_headers
+X-Idempotency-Status: new
+--- error_log eval
+qr/\[error\] .*idempotency: zone "tiny" is full: the response to "idem:[0-9a-f]{64}" is not stored, its retries get 410/
+
+
+=== TEST 15: ... its retry gets 410, the upstream ran once, the metrics count it
+--- request eval
+["POST /z/14?size=60000\nx", "GET /_count/z/14", "GET /metrics"]
+--- more_headers eval
+["Idempotency-Key: z-14", "", ""]
+--- error_code eval
+[410, 200, 200]
+--- response_body_like eval
+[qr/"status":410[,}]/, qr/\A1\z/, qr/^idempotency_zone_full_total\{operation="store"\} 1$/m]
+--- response_headers_like eval
+["Content-Type: application/problem\\+json\nX-Idempotency-Status: unreplayable", "", ""]
+
+
+=== TEST 16: a zone with no room for a claim: 503, or forwarded under idempotency_fail_open; live records stay
+--- http_config
+idempotency_zone zone=tiny:32k;
+--- config
+location /fill/ {
+    idempotency on;
+    idempotency_store zone=tiny;
+    idempotency_ttl 1h;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location /open/ {
+    idempotency on;
+    idempotency_store zone=tiny;
+    idempotency_fail_open on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location = /metrics {
+    idempotency_metrics;
+}
+--- init
+main::fill_zone('/fill/z15?size=3000', 'z-15');
+--- request
+POST /fill/z15?size=3000
+x
+--- more_headers
+Idempotency-Key: z-15-new
+--- error_code: 503
+--- response_headers_like
+Content-Type: application/problem\+json
+Retry-After: [1-9][0-9]*
+X-Idempotency-Status: unavailable
+--- error_log eval
+qr/\[error\] .*idempotency: zone "tiny" is full: claims refused, requests follow idempotency_fail_open/
+
+
+=== TEST 17: ... with idempotency_fail_open on the request is forwarded unprotected, and logged
+--- request
+POST /open/z15
+x
+--- more_headers
+Idempotency-Key: z-15-open
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: unavailable
+X-Upstream-Execution: 1
+--- error_log eval
+qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
+
+
+=== TEST 18: ... forwarded again on a retry; the stored responses are still replayed; the metrics count it
+--- request eval
+["POST /open/z15\nx", "POST /fill/z15?size=3000\nx", "GET /metrics"]
+--- more_headers eval
+["Idempotency-Key: z-15-open", "Idempotency-Key: z-15-1", ""]
+--- error_code eval
+[201, 201, 200]
+--- response_headers_like eval
+["X-Idempotency-Status: unavailable\nX-Upstream-Execution: 2",
+ "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1",
+ ""]
+--- response_body_like eval
+[qr//, qr/\A[a-zA-Z0-9\n]{3000}\z/,
+ qr/^idempotency_zone_full_total\{operation="claim"\} [1-9][0-9]*$/m]
+
+
+=== TEST 19: records survive nginx -s reload
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request
+POST /z/16
+x
+--- more_headers
+Idempotency-Key: z-16
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: new
+X-Upstream-Execution: 1
+
+
+=== TEST 20: ... the retry after the reload is replayed by the new workers
+--- init
+main::reload_nginx();
+--- request eval
+["POST /z/16\nx", "GET /_count/z/16"]
+--- more_headers eval
+["Idempotency-Key: z-16", ""]
+--- error_code eval
+[201, 200]
+--- response_headers eval
+["X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1", ""]
+--- response_body_like eval
+[qr/"execution":1,/, qr/\A1\z/]
+--- no_error_log
+[emerg]
+[alert]
+
+
+=== TEST 21: both workers see one zone: duplicates spread over them all get 409, one execution
+--- http_config
+idempotency_zone zone=idem:10m;
+server {
+    listen 127.0.0.1:$TEST_NGINX_SPREAD_PORT reuseport;
+    location / {
+        idempotency on;
+        idempotency_store zone=idem;
+        add_header X-Idempotency-Status $idempotency_status always;
+        add_header X-Worker $pid always;
+        proxy_pass http://backend;
+    }
+}
+--- config
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- init
+my $port = $ENV{TEST_NGINX_SPREAD_PORT};
+my $before = IdempotencyTest::upstream_count('/z/18');
+my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp', Timeout => 10)
+    or die "cannot connect: $!\n";
+print {$sock} "POST /z/18?sleep=2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: z-18\r\n"
+              . "Content-Length: 1\r\n\r\nx";
+IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count('/z/18') > $before }, 10)
+    or die "the original never reached the upstream\n";
+my (%workers, %answers);
+for (1 .. 24) {
+    my $res = main::http('POST', '/z/18?sleep=2', key => 'z-18', port => $port);
+    $workers{ $res->{headers}{'x-worker'} // '?' }++;
+    $answers{ $res->{status} }++;
+}
+Test::More::is_deeply(\%answers, { 409 => 24 }, "$0 - 24 duplicates on both workers: all 409");
+Test::More::cmp_ok(scalar(keys %workers), '==', 2, "$0 - the duplicates were answered by both workers");
+my $original = main::read_response($sock);
+Test::More::is($original->{status}, 201, "$0 - the original completed");
+my $replay = main::http('POST', '/z/18?sleep=2', key => 'z-18', port => $port);
+Test::More::is($replay->{headers}{'idempotent-replayed'}, 'true', "$0 - the retry after it is a replay");
+--- request
+GET /_count/z/18
+--- response_body: 1
+
+
+=== TEST 22: encryption at rest: records in the zone are sealed and replayed ...
+--- user_files eval
+">>> zone.key\n$main::KEY_A\n"
+--- http_config
+idempotency_zone zone=idem:10m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_encrypt_key ../html/zone.key;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /z/19\nx", "POST /z/19\nx"]
+--- more_headers
+Idempotency-Key: z-19
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Idempotency-Status: new", "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
+
+
+=== TEST 23: ... and a record sealed under a key no longer configured is refused: 410, not executed again
+--- init
+open my $fh, '>', "$Test::Nginx::Util::HtmlDir/zone.key" or die "zone.key: $!\n";
+print {$fh} "$main::KEY_B\n";
+close $fh;
+main::reload_nginx();
+--- request
+POST /z/19
+x
+--- more_headers
+Idempotency-Key: z-19
+--- error_code: 410
+--- response_body_like: "type":"urn:nginx-idempotency:problem:response-unverifiable"
+--- error_log eval
+qr/\[error\] .*idempotency: the record under "idem:[0-9a-f]{64}" is refused: sealed with a key that is not configured/
+
+
+=== TEST 24: ... and the upstream ran once
+--- request
+GET /_count/z/19
+--- response_body: 1

@@ -1,0 +1,173 @@
+// The zone store's rules apart from shared memory: expiry, the fences that
+// let only a claim's holder store, release or renew (as the Redis store's
+// scripts do), the marker kept when a response finds the zone full, and the
+// decision on a record read back with encryption at rest.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "outcome.hpp"
+#include "record.hpp"
+#include "seal.hpp"
+#include "zone/zone_rules.hpp"
+
+namespace {
+
+using idem::zone::Fence;
+
+idem::Digest digest(char fill)
+{
+    idem::Digest d{};
+    d.fill(static_cast<std::uint8_t>(fill));
+    return d;
+}
+
+std::string claim_record(const idem::Digest& fp, const std::string& token)
+{
+    std::string out(idem::claim_size(token), '\0');
+    out.resize(idem::encode_claim(fp, token, out.data()));
+    return out;
+}
+
+std::string response_record(const idem::Digest& fp, std::uint16_t status, const std::string& body)
+{
+    idem::Header h{"Content-Type", "text/plain"};
+    std::string out(idem::response_size(&h, 1, body.size()), '\0');
+    char* p = idem::encode_response_head(out.data(), fp, status, &h, 1, body.size());
+    std::copy(body.begin(), body.end(), p);
+    return out;
+}
+
+TEST(ZoneRules, ExpiredAtItsExpiryTime)
+{
+    EXPECT_FALSE(idem::zone::expired(1000, 999));
+    EXPECT_TRUE(idem::zone::expired(1000, 1000));
+    EXPECT_TRUE(idem::zone::expired(1000, 5000));
+}
+
+TEST(ZoneRules, OnlyTheClaimsHolderStores)
+{
+    std::string mine = claim_record(digest('a'), "token-1");
+    std::string theirs = claim_record(digest('a'), "token-2");
+    std::string record = response_record(digest('a'), 201, "ok");
+    EXPECT_EQ(idem::zone::fence_complete(std::string_view(mine), mine, record), Fence::act);
+    EXPECT_EQ(idem::zone::fence_complete(std::string_view(record), mine, record), Fence::done);  // sent twice
+    EXPECT_EQ(idem::zone::fence_complete(std::string_view(theirs), mine, record), Fence::refused);  // taken over
+    EXPECT_EQ(idem::zone::fence_complete(std::nullopt, mine, record), Fence::refused);  // expired
+}
+
+TEST(ZoneRules, OnlyTheClaimsHolderReleases)
+{
+    std::string mine = claim_record(digest('a'), "token-1");
+    std::string theirs = claim_record(digest('a'), "token-2");
+    EXPECT_EQ(idem::zone::fence_release(std::string_view(mine), mine), Fence::act);
+    EXPECT_EQ(idem::zone::fence_release(std::nullopt, mine), Fence::done);
+    EXPECT_EQ(idem::zone::fence_release(std::string_view(theirs), mine), Fence::refused);
+    std::string stored = response_record(digest('a'), 201, "ok");
+    EXPECT_EQ(idem::zone::fence_release(std::string_view(stored), mine), Fence::refused);
+}
+
+TEST(ZoneRules, OnlyTheClaimsHolderRenews)
+{
+    std::string mine = claim_record(digest('a'), "token-1");
+    std::string theirs = claim_record(digest('a'), "token-2");
+    EXPECT_EQ(idem::zone::fence_renew(std::string_view(mine), mine), Fence::act);
+    EXPECT_EQ(idem::zone::fence_renew(std::string_view(theirs), mine), Fence::refused);
+    EXPECT_EQ(idem::zone::fence_renew(std::nullopt, mine), Fence::refused);
+}
+
+TEST(ZoneRules, FullZoneMarkerIsUnreplayableAndFitsWhereTheClaimWas)
+{
+    std::string claim = claim_record(digest('f'), std::string(16, 't'));
+    std::string record = response_record(digest('f'), 201, std::string(100000, 'b'));
+    char marker[idem::unreplayable_size];
+    std::size_t size = idem::zone::full_zone_marker(claim, record, marker);
+    ASSERT_EQ(size, idem::unreplayable_size);
+    EXPECT_LE(size, claim.size());
+    idem::Record decoded;
+    EXPECT_EQ(idem::decide_stored({marker, size}, digest('f'), decoded), idem::Decision::unreplayable);
+    EXPECT_EQ(idem::decide_stored({marker, size}, digest('g'), decoded), idem::Decision::mismatch);
+    auto parsed = idem::decode_record({marker, size});
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ(parsed->status, 201);
+}
+
+TEST(ZoneRules, FullZoneMarkerOfASealedRecordHasNoStatus)
+{
+    std::string claim = claim_record(digest('f'), "tok");
+    char marker[idem::unreplayable_size];
+    std::size_t size = idem::zone::full_zone_marker(claim, "IDE\x01 sealed bytes", marker);
+    ASSERT_EQ(size, idem::unreplayable_size);
+    EXPECT_EQ(idem::decode_record({marker, size})->status, 0);
+}
+
+TEST(ZoneRules, NoMarkerWithoutAClaim)
+{
+    char marker[idem::unreplayable_size];
+    EXPECT_EQ(idem::zone::full_zone_marker("not a record", "", marker), 0u);
+    std::string stored = response_record(digest('a'), 201, "ok");
+    EXPECT_EQ(idem::zone::full_zone_marker(stored, stored, marker), 0u);
+}
+
+// decide_at_rest: what a store that reads records back (the zone) decides.
+class AtRest : public ::testing::Test {
+protected:
+    idem::SecretKey key_{}, other_{};
+    void SetUp() override
+    {
+        ASSERT_TRUE(idem::parse_secret_key(std::string(32, 'k'), key_));
+        ASSERT_TRUE(idem::parse_secret_key(std::string(32, 'o'), other_));
+    }
+    std::string seal_(const idem::SecretKey& k, const std::string& aad, const std::string& plain)
+    {
+        std::string out(plain.size() + idem::seal_overhead, '\0');
+        EXPECT_TRUE(idem::seal(k, aad, plain, out.data()));
+        return out;
+    }
+    idem::Decision decide(const std::string& value, const idem::SecretKey* keys, size_t n, idem::AtRest& why,
+                          std::string& opened, const std::string& key = "idem:k")
+    {
+        std::string out(value.size(), '\0');
+        std::string_view v = value;
+        idem::Decision d = idem::decide_at_rest(key, v, keys, n, digest('a'), out.data(), why);
+        opened.assign(v);
+        return d;
+    }
+};
+
+TEST_F(AtRest, SealedRecordOpensAndReplays)
+{
+    std::string plain = response_record(digest('a'), 201, "body");
+    idem::AtRest why;
+    std::string opened;
+    EXPECT_EQ(decide(seal_(key_, "idem:k", plain), &key_, 1, why, opened), idem::Decision::replay);
+    EXPECT_EQ(why, idem::AtRest::ok);
+    EXPECT_EQ(opened, plain);
+}
+
+TEST_F(AtRest, EveryRecordThatDoesNotOpenIsUnverifiable)
+{
+    std::string plain = response_record(digest('a'), 201, "body");
+    idem::AtRest why;
+    std::string opened;
+    EXPECT_EQ(decide(seal_(other_, "idem:k", plain), &key_, 1, why, opened), idem::Decision::unverifiable);
+    EXPECT_EQ(why, idem::AtRest::unknown_key);
+    EXPECT_EQ(decide(seal_(key_, "idem:elsewhere", plain), &key_, 1, why, opened), idem::Decision::unverifiable);
+    EXPECT_EQ(why, idem::AtRest::altered);
+    EXPECT_EQ(decide(seal_(key_, "idem:k", plain), nullptr, 0, why, opened), idem::Decision::unverifiable);
+    EXPECT_EQ(why, idem::AtRest::no_keys);
+    EXPECT_EQ(decide(plain, &key_, 1, why, opened), idem::Decision::unverifiable);
+    EXPECT_EQ(why, idem::AtRest::plain);
+}
+
+TEST_F(AtRest, PlainClaimsAndPlainStoresWithoutKeysAreDecidedAsUsual)
+{
+    idem::AtRest why;
+    std::string opened;
+    EXPECT_EQ(decide(claim_record(digest('a'), "t"), &key_, 1, why, opened), idem::Decision::in_flight);
+    EXPECT_EQ(why, idem::AtRest::ok);
+    EXPECT_EQ(decide(response_record(digest('a'), 201, "x"), nullptr, 0, why, opened), idem::Decision::replay);
+    EXPECT_EQ(decide(response_record(digest('b'), 201, "x"), nullptr, 0, why, opened), idem::Decision::mismatch);
+}
+
+}  // namespace
