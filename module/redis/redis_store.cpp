@@ -244,39 +244,24 @@ private:
         ngx_free(op);
     }
 
-    // What the record found by a claim means for the request. With
-    // encryption at rest it must be sealed and open with one of the
-    // location's keys, bound to its own Redis key; a plain claim (an
-    // original in flight) is the one exception. `stored` becomes the opened
-    // record, in `opened` (ngx_alloc'd, freed by the caller).
+    // What the record found by a claim means for the request (with
+    // encryption at rest, outcome.hpp's decide_at_rest). `stored` becomes
+    // the opened record, in `opened` (ngx_alloc'd, freed by the caller).
     Decision decide_record(const PendingOp& op, std::string_view key, std::string_view& stored, char*& opened) noexcept
     {
-        Record record;
-        if (!is_sealed(stored)) {
-            std::optional<Record> plain = op.key_count > 0 ? decode_record(stored) : std::nullopt;
-            if (plain && plain->kind != RecordKind::claim) {
-                ngx_log_error(NGX_LOG_ERR, log_, 0,
-                              "idempotency: the record under \"%*s\" is not encrypted, as idempotency_encrypt_key "
-                              "requires: refused",
-                              key.size(), key.data());
-                return Decision::unverifiable;
+        if (is_sealed(stored)) {  // only a sealed record needs room to open into
+            opened = static_cast<char*>(ngx_alloc(stored.size(), log_));
+            if (opened == nullptr) {
+                return Decision::unavailable;
             }
-            return decide_stored(stored, op.fingerprint, record);
         }
-        opened = static_cast<char*>(ngx_alloc(stored.size(), log_));
-        size_t length = 0;
-        OpenStatus st = opened == nullptr ? OpenStatus::invalid
-                                          : open_sealed(op.keys, op.key_count, key, stored, opened, length);
-        if (st != OpenStatus::ok) {
+        AtRest why = AtRest::ok;
+        Decision decision = decide_at_rest(key, stored, op.keys, op.key_count, op.fingerprint, opened, why);
+        if (why != AtRest::ok) {
             ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: the record under \"%*s\" does not open: %s",
-                          key.size(), key.data(),
-                          op.key_count == 0 ? "it is encrypted and no idempotency_encrypt_key is configured"
-                          : st == OpenStatus::unknown_key ? "sealed with a key that is not configured"
-                                                          : "altered, or moved from another key");
-            return Decision::unverifiable;
+                          key.size(), key.data(), at_rest_reason(why));
         }
-        stored = {opened, length};
-        return decide_stored(stored, op.fingerprint, record);
+        return decision;
     }
 
     static void on_script_reply(void* data, redisReply* reply)
