@@ -2,7 +2,8 @@
 --
 -- Settings come from the environment (wrk passes no options to init in the
 -- main state, and done() runs there):
---   BENCH_MODE        plain | new | replay | nokey | zone-new | zone-replay | mix
+--   BENCH_MODE        plain | new | replay | nokey | zone-new | zone-replay
+--                     | cluster-1 | cluster-2 | cluster-3 | mix
 --   BENCH_RUN         a string unique to this wrk run (keys of `new` never repeat)
 --   BENCH_BODY        the request body (JSON)
 --   BENCH_REPLAY_KEY  the key every `replay` request sends (stored beforehand)
@@ -11,8 +12,9 @@
 -- Every mode builds its request the same way (one Lua call per request,
 -- a few string concatenations), so wrk's own cost is the same in all cells.
 -- `plain` sends to /plain/pay (no module), `zone-new` to /zone/pay and
--- `zone-replay` to /zone-replay/pay (the shared memory zone store), the
--- others to /idem/pay (Redis).
+-- `zone-replay` to /zone-replay/pay (the shared memory zone store),
+-- `cluster-N` to /clusterN/pay (a Redis Cluster of N masters, fresh keys),
+-- the others to /idem/pay (Redis).
 -- At the end one line starting with "BENCH " gives the figures scripts/bench.sh
 -- parses (latencies in microseconds).
 
@@ -74,6 +76,10 @@ local builders = {
         return nokey_req
     end,
 }
+for n = 1, 3 do
+    local cluster_key_head = head("/cluster" .. n .. "/pay") .. "Idempotency-Key: "
+    builders["cluster-" .. n] = function() return cluster_key_head .. prefix .. sent .. "\r\n" .. tail end
+end
 local build = builders[mode] or error("BENCH_MODE: unknown mode " .. mode)
 
 function request()

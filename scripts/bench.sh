@@ -25,6 +25,10 @@
 #           (idempotency_zone zone=bench:1024m; the new cell's records have
 #           idempotency_ttl 10s, so that its fresh keys expire and are
 #           reclaimed in steady state instead of filling the zone)
+#   cluster-1, cluster-2, cluster-3
+#           new keys through Redis Clusters of 1, 2 and 3 masters
+#           (idempotency_redis_cluster; no replicas, slots split evenly);
+#           their redis-servers' CPU is summed in the redis-server column
 # Reported per cell: median requests/s, median p50 and p99 latency, the rps
 # ratio to plain and the p99 added over plain; CPU time per request of the
 # gateway worker, the upstream worker, redis-server and the whole machine
@@ -181,6 +185,42 @@ start_redis() {
     wait_for redis-server "$REDIS_PID" rcli ping
 }
 
+# Three Redis Clusters for the cluster-N cells: of 1, 2 and 3 masters (no
+# replicas), slots split evenly (CLUSTER ADDSLOTSRANGE, CLUSTER MEET).
+# CLUSTER_PORTS[N]: the ports of the cluster of N masters; CLUSTER_PIDS[N]
+# their pids (their CPU is counted as redis-server's in the cluster-N cell).
+declare -A CLUSTER_PORTS=() CLUSTER_PIDS=()
+start_clusters() {
+    local n i port bus first last pids ports
+    for n in 1 2 3; do
+        read -r -a ports <<<"$(free_ports "$n")"
+        read -r -a bus <<<"$(free_ports "$n")"
+        pids=""
+        for ((i = 0; i < n; i++)); do
+            port=${ports[$i]}
+            mkdir -p "$tmp/cluster$n-$port"
+            start_bg "redis-server cluster $n/$port" "$tmp/cluster$n-$port/log" "$REDIS_SERVER" --bind 127.0.0.1 \
+                --port "$port" --cluster-port "${bus[$i]}" --cluster-enabled yes --cluster-config-file nodes.conf \
+                --dir "$tmp/cluster$n-$port" --save '' --appendonly no --daemonize no
+            pids+=" $started_pid"
+            wait_for "cluster node $port" "$started_pid" "$REDIS_CLI" -p "$port" ping
+            first=$((16384 * i / n)) last=$((16384 * (i + 1) / n - 1))
+            "$REDIS_CLI" -p "$port" cluster addslotsrange "$first" "$last" >/dev/null
+            [ "$i" -gt 0 ] && "$REDIS_CLI" -p "$port" cluster meet 127.0.0.1 "${ports[0]}" "${bus[0]}" >/dev/null
+        done
+        for ((i = 0; i < 300; i++)); do
+            local ready=1
+            for port in "${ports[@]}"; do
+                "$REDIS_CLI" -p "$port" cluster info | grep -q 'cluster_state:ok' || ready=0
+            done
+            [ "$ready" = 1 ] && break
+            sleep 0.1
+        done
+        [ "$ready" = 1 ] || die "the cluster of $n masters did not become ready"
+        CLUSTER_PORTS[$n]="${ports[*]}" CLUSTER_PIDS[$n]="${pids# }"
+    done
+}
+
 nginx_common() {  # the http-level lines both nginx instances share
     local d=$1
     cat <<EOF
@@ -245,6 +285,10 @@ $(nginx_common "$d")
         location /idem/  { idempotency on;  proxy_pass http://backend; }
         location /zone/  { idempotency on;  idempotency_store zone=bench; idempotency_ttl 10s; proxy_pass http://backend; }
         location /zone-replay/ { idempotency on; idempotency_store zone=bench; proxy_pass http://backend; }
+$(for n in 1 2 3; do
+    printf '        location /cluster%s/ { idempotency on; idempotency_redis_cluster 127.0.0.1:%s; proxy_pass http://backend; }\n' \
+        "$n" "${CLUSTER_PORTS[$n]%% *}"
+done)
         location = /bench-status { stub_status; }
     }
 }
@@ -288,11 +332,17 @@ check_gateway() {  # check_gateway PORT KEY: the cells answer what they should; 
     r=$(post "$port" /zone-replay/pay "$key") || die "zone-replay: no answer"
     [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "zone-replay: expected a replayed 201, got: $r"
     UP_BODY_BYTES=$(printf '%s' "${r#*$'\r\n\r\n'}" | wc -c)
+    local n
+    for n in 1 2 3; do
+        r=$(post "$port" "/cluster$n/pay" "$key-cluster-$n") || die "cluster-$n: no answer"
+        [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "cluster-$n: expected a fresh 201, got: ${r%%$'\r'*}"
+    done
 }
 
 # ------------------------------------------------------------------ wrk
 
-CELLS=(plain new replay nokey zone-new zone-replay)
+CELLS=(plain new replay nokey zone-new zone-replay cluster-1 cluster-2 cluster-3)
+export BENCH_CELLS="${CELLS[*]}"    # the order of the report's tables
 
 # wrk_start PURPOSE MODE SECONDS PORT LOG [CONNS]: wrk in the background
 # (WRK_PID: the `timeout` around it, which passes INT on to wrk);
@@ -415,6 +465,10 @@ fi
 
 start_redis
 note "redis-server pid $REDIS_PID on 127.0.0.1:$REDIS_PORT"
+if [ "$do_cells" = 1 ]; then
+    start_clusters
+    for n in 1 2 3; do note "Redis Cluster of $n master(s): ports ${CLUSTER_PORTS[$n]}, pids ${CLUSTER_PIDS[$n]}"; done
+fi
 mkdir -p "$tmp/upstream"
 write_upstream_conf "$tmp/upstream"
 start_nginx upstream "$tmp/upstream"
@@ -451,8 +505,16 @@ stop_gateway() {  # stops it and keeps what its error log says (warn and above)
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 export CLK_TCK
 proc_ns() { local a; if read -r a _ <"/proc/$1/schedstat" 2>/dev/null; then echo "$a"; else echo 0; fi; }
-cpu_snap() {
-    echo "$(proc_ns "$GW_WORKER") $(proc_ns "$UP_WORKER") $(proc_ns "$REDIS_PID")" \
+redis_ns() {  # redis_ns CELL: CPU time of the redis-server(s) that CELL uses
+    local pid total=0
+    case "$1" in
+    cluster-*) for pid in ${CLUSTER_PIDS[${1#cluster-}]}; do total=$((total + $(proc_ns "$pid"))); done ;;
+    *) total=$(proc_ns "$REDIS_PID") ;;
+    esac
+    echo "$total"
+}
+cpu_snap() {  # cpu_snap CELL
+    echo "$(proc_ns "$GW_WORKER") $(proc_ns "$UP_WORKER") $(redis_ns "${1:-new}")" \
          "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6, $9 }' /proc/stat)"
 }
 
@@ -497,9 +559,9 @@ if [ "$do_cells" = 1 ]; then
                 redis_snapshot >"$tmp/redis-before-$cell"
                 req_before=$(stub_requests "$GW_PORT")
             fi
-            cpu_before=$(cpu_snap)
+            cpu_before=$(cpu_snap "$cell")
             run_wrk "the rounds" "$cell" "$duration" "$GW_PORT" "$tmp/wrk-r$r-$cell.log"
-            cpu_after=$(cpu_snap)
+            cpu_after=$(cpu_snap "$cell")
             check_errors "round $r $cell"
             if [ "$r" = 1 ] && [[ "$cell" == new || "$cell" == replay ]]; then
                 sleep 0.3   # requests still in flight when wrk stopped finish their Redis work
@@ -618,7 +680,7 @@ report="$tmp/report.md"
             for my $c (keys %v) { $m{$c}{$_} = med(@{ $v{$c}{$_} }) for qw(rps p50 p99) }
             print "| cell | requests/s (median) | rps range over rounds | × plain | p50 ms | p99 ms | p99 added over plain, ms |\n";
             print "|---|---:|---:|---:|---:|---:|---:|\n";
-            for my $c (qw(plain new replay nokey zone-new zone-replay)) {
+            for my $c (split " ", $ENV{BENCH_CELLS}) {
                 next unless $m{$c};
                 my @r = sort { $a <=> $b } @{ $v{$c}{rps} };
                 printf "| %s | %.0f | %.0f–%.0f | %.3f | %.3f | %.3f | %+.3f |\n", $c, $m{$c}{rps}, $r[0], $r[-1],
@@ -630,7 +692,7 @@ report="$tmp/report.md"
             my %c;
             open my $in, "<", $file or die;
             while (<$in>) { chomp; my @f = split /\t/; push @{ $c{$f[1]}[$_] }, $f[6 + $_] for 0 .. 5 }
-            for my $cell (qw(plain new replay nokey zone-new zone-replay)) {
+            for my $cell (split " ", $ENV{BENCH_CELLS}) {
                 next unless $c{$cell};
                 printf "| %s | %.1f | %.1f | %.1f | %.1f | %.0f %% | %.0f %% |\n", $cell, map { med(@{ $c{$cell}[$_] }) } 0 .. 2, 4, 3, 5;
             }
@@ -644,7 +706,7 @@ report="$tmp/report.md"
         perl -e '
             my %v; my @rounds;
             while (<STDIN>) { chomp; my ($r, $c, $rps, $p50, $p99) = split /\t/; $v{$r}{$c} = sprintf "%6d (p99 %5.2f ms, steal %2d%%)", $rps, $p99 / 1000, (split /\t/)[11] // 0; push @rounds, $r unless grep { $_ == $r } @rounds }
-            my @cells = qw(plain new replay nokey zone-new zone-replay);
+            my @cells = split " ", $ENV{BENCH_CELLS};
             printf "%-6s" . " %-34s" x @cells . "\n", "round", @cells;
             for my $r (@rounds) { printf "%-6s" . " %-34s" x @cells . "\n", $r, map { $v{$r}{$_} // "-" } @cells }
         ' <"$RESULTS"
