@@ -219,13 +219,7 @@ my ($replica) = grep {
     $role->[0] eq 'slave' && $role->[2] == $owner
 } @main::nodes;
 # the replica has everything its master acknowledged before it takes over
-IdempotencyTest::wait_until(sub {
-    my $m = IdempotencyTest::redis_command_at($owner, 'INFO', 'replication');
-    my $r = IdempotencyTest::redis_command_at($replica, 'INFO', 'replication');
-    my ($mo) = $m =~ /master_repl_offset:(\d+)/;
-    my ($ro) = $r =~ /slave_repl_offset:(\d+)/;
-    defined $ro && $mo == $ro;
-}, 10) or die "the replica of $owner did not catch up\n";
+IdempotencyTest::replica_caught_up($owner, $replica) or die "the replica of $owner did not catch up\n";
 IdempotencyTest::redis_command_at($replica, 'CLUSTER', 'FAILOVER');
 IdempotencyTest::wait_until(sub { IdempotencyTest::redis_command_at($replica, 'ROLE')->[0] eq 'master' }, 20)
     or die "the replica $replica did not take over\n";

@@ -53,13 +53,7 @@ X-Upstream-Execution: 1
 my $master = $main::first_master;
 Test::More::is(IdempotencyTest::redis_command_at($master, 'EXISTS', IdempotencyTest::redis_key('sentinel-1')), 1,
                'TEST 3: the record is on the first master');
-IdempotencyTest::wait_until(sub {
-    my $m = IdempotencyTest::redis_command_at($master, 'INFO', 'replication');
-    my $r = IdempotencyTest::redis_command_at($main::replica, 'INFO', 'replication');
-    my ($mo) = $m =~ /master_repl_offset:(\d+)/;
-    my ($ro) = $r =~ /slave_repl_offset:(\d+)/;
-    defined $ro && $mo == $ro;
-}, 10) or die "the replica did not catch up\n";
+IdempotencyTest::replica_caught_up($master, $main::replica) or die "the replica did not catch up\n";
 IdempotencyTest::redis_command_at($main::sentinel, 'SENTINEL', 'FAILOVER', 'mymaster');
 IdempotencyTest::wait_until(sub { (IdempotencyTest::sentinel_master_port() // 0) == $main::replica }, 30)
     or die "the sentinel did not promote the replica\n";

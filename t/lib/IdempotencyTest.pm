@@ -74,6 +74,9 @@
 #                             TEST_NGINX_SENTINEL_PORT, TEST_NGINX_MASTER_PORT
 #                             and TEST_NGINX_REPLICA_PORT
 #   sentinel_master_port()    the master's port as the sentinel names it now
+#   replica_caught_up($master, $replica)
+#                             waits (up to 10 s) until the replica has
+#                             everything the master wrote; true when it has
 #   nginx_post($uri, $key)    POSTs "x" to the nginx under test with the key;
 #                             returns the response's status code
 #   nginx_port()              the port Test::Nginx serves on
@@ -110,7 +113,7 @@ our @EXPORT = qw(
     redis_key stored_kind send_request start_in_flight nginx_port test_nginx_defaults
     start_trickle_proxy start_fake_redis
     redis_command_at start_redis_cluster cluster_owner cluster_node_stop cluster_node_start
-    start_redis_sentinel sentinel_master_port nginx_post
+    start_redis_sentinel sentinel_master_port nginx_post replica_caught_up
 );
 our @EXPORT_OK = qw(start);
 
@@ -381,6 +384,15 @@ sub start_redis_sentinel {
     }, 30) or die "IdempotencyTest: the sentinel did not find the replica\n";
     @ENV{qw(TEST_NGINX_SENTINEL_PORT TEST_NGINX_MASTER_PORT TEST_NGINX_REPLICA_PORT)} = ($sentinel, $master, $replica);
     return ($sentinel, $master, $replica);
+}
+
+sub replica_caught_up {
+    my ($master, $replica) = @_;
+    return wait_until(sub {
+        my ($mo) = (eval { redis_command_at($master, 'INFO', 'replication') } // '') =~ /master_repl_offset:(\d+)/;
+        my ($ro) = (eval { redis_command_at($replica, 'INFO', 'replication') } // '') =~ /slave_repl_offset:(\d+)/;
+        defined $mo && defined $ro && $mo == $ro;
+    }, 10);
 }
 
 sub sentinel_master_port {
