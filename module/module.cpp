@@ -245,6 +245,11 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     server.nurls = last - first;
+    if (server.nurls > (server.kind == RedisKind::sentinel ? 16 : 64)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\" takes at most %s addresses", directive,
+                           server.kind == RedisKind::sentinel ? "16" : "64");
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
     server.urls = static_cast<ngx_url_t*>(ngx_pcalloc(cf->pool, server.nurls * sizeof(ngx_url_t)));
     if (server.urls == nullptr) {
         return static_cast<char*>(NGX_CONF_ERROR);

@@ -51,7 +51,6 @@ public:
                 return false;
             }
         }
-        seed_count_ = node_count_;
         return true;
     }
 
@@ -102,7 +101,8 @@ private:
         bool failed;  // unreachable since its last answer
     };
 
-    // The node at `addr`, added if it is new: 1-based index, 0 when full.
+    // The node at `addr`, added if it is new; nullptr when there are too
+    // many (or out of memory). Takes `endpoint` (may be nullptr for a seed).
     Node* add_node(Endpoint* endpoint, const ngx_addr_t& addr) noexcept
     {
         for (unsigned i = 0; i < node_count_; i++) {
@@ -338,7 +338,6 @@ private:
     ngx_msec_t timeout_ = 0;
     Node nodes_[max_nodes]{};
     unsigned node_count_ = 0;
-    unsigned seed_count_ = 0;
     unsigned next_any_ = 0;
     std::uint8_t slots_[cluster_slot_count]{};  // 1-based node index, 0: not known
     std::uint8_t next_slots_[cluster_slot_count]{};
