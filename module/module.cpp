@@ -4,14 +4,15 @@
 // The request logic lives in access.cpp, capture.cpp and replay.cpp.
 
 #include "conf.hpp"
+#include "conf_util.hpp"
 #include "metrics.hpp"
+#include "redis/redis_conf.hpp"
 #include "redis/redis_store.hpp"
 #include "zone/zone_store.hpp"
 
 namespace idem {
 namespace {
 
-char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
@@ -22,13 +23,13 @@ ngx_command_t commands[] = {
     {ngx_string("idempotency"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, enable), nullptr},
 
-    {ngx_string("idempotency_redis"), any_level | NGX_CONF_1MORE, set_redis,
+    {ngx_string("idempotency_redis"), any_level | NGX_CONF_1MORE, redis::set_redis,
      NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::single), nullptr},
 
-    {ngx_string("idempotency_redis_cluster"), any_level | NGX_CONF_1MORE, set_redis,
+    {ngx_string("idempotency_redis_cluster"), any_level | NGX_CONF_1MORE, redis::set_redis,
      NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::cluster), nullptr},
 
-    {ngx_string("idempotency_redis_sentinel"), any_level | NGX_CONF_2MORE, set_redis,
+    {ngx_string("idempotency_redis_sentinel"), any_level | NGX_CONF_2MORE, redis::set_redis,
      NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::sentinel), nullptr},
 
     {ngx_string("idempotency_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, zone::set_zone,
@@ -86,281 +87,6 @@ ngx_command_t commands[] = {
 };
 
 // ---------------------------------------------------------------- directives
-
-bool starts_with(const ngx_str_t& s, std::string_view prefix)
-{
-    return s.len >= prefix.size() && view(s).substr(0, prefix.size()) == prefix;
-}
-
-ngx_str_t tail_after(const ngx_str_t& s, size_t n)
-{
-    return ngx_str_t{s.len - n, s.data + n};
-}
-
-// Reads a small file named by a directive (a password, a key), once, at
-// configuration time; relative paths start at the configuration directory,
-// as for ssl_certificate. False, logged, when it cannot be opened; `n` is
-// what read() gave (equal to `size` when the file is larger than expected).
-bool read_config_file(ngx_conf_t* cf, const char* directive, const char* what, ngx_str_t& path, u_char* buf,
-                      size_t size, ssize_t& n)
-{
-    if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) {
-        return false;
-    }
-    ngx_fd_t fd = ngx_open_file(path.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-    if (fd == NGX_INVALID_FILE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"%s\": cannot open %s\"%V\"", directive, what, &path);
-        return false;
-    }
-    n = ngx_read_fd(fd, buf, size);
-    ngx_close_file(fd);
-    return true;
-}
-
-// password_file=PATH: the file's first line (trailing whitespace dropped).
-bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
-{
-    u_char buf[1025];
-    ssize_t n = 0;
-    if (!read_config_file(cf, "idempotency_redis", "password_file ", path, buf, sizeof(buf), n)) {
-        return false;
-    }
-    size_t len = n > 0 ? static_cast<size_t>(n) : 0;
-    for (size_t i = 0; i < len; i++) {
-        if (buf[i] == '\n' || buf[i] == '\r') {
-            len = i;
-        }
-    }
-    while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\t')) {
-        len--;
-    }
-    if (n < 0 || n == static_cast<ssize_t>(sizeof(buf)) || len == 0) {
-        ngx_explicit_memzero(buf, sizeof(buf));
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"idempotency_redis\": password_file \"%V\" must hold a password of 1 to 1024 bytes", &path);
-        return false;
-    }
-    password.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, len));
-    if (password.data != nullptr) {
-        ngx_memcpy(password.data, buf, len);
-        password.len = len;
-    }
-    ngx_explicit_memzero(buf, sizeof(buf));
-    return password.data != nullptr;
-}
-
-// password=, password_file= or password_env= (with `prefix` before each).
-// Returns true when `a` is one of them, with `error` set when it is bad.
-bool parse_password(ngx_conf_t* cf, const ngx_str_t& a, std::string_view prefix, ngx_str_t& password, bool& error)
-{
-    auto is = [&](std::string_view name) {
-        return a.len > prefix.size() + name.size() && view(a).substr(0, prefix.size()) == prefix
-               && view(a).substr(prefix.size(), name.size()) == name;
-    };
-    if (is("password=")) {
-        password = tail_after(a, prefix.size() + 9);
-    } else if (is("password_file=")) {
-        error = !read_password_file(cf, tail_after(a, prefix.size() + 14), password);
-    } else if (is("password_env=")) {
-        ngx_str_t name = tail_after(a, prefix.size() + 13);
-        char env_name[256];
-        const char* value = nullptr;
-        if (name.len < sizeof(env_name)) {
-            ngx_memcpy(env_name, name.data, name.len);
-            env_name[name.len] = '\0';
-            value = getenv(env_name);
-        }
-        if (value == nullptr || *value == '\0') {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "the environment variable \"%V\" of %*spassword_env= is not set",
-                               &name, prefix.size(), prefix.data());
-            error = true;
-            return true;
-        }
-        password.len = ngx_strlen(value);
-        password.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, password.len));
-        if (password.data == nullptr) {
-            error = true;
-            return true;
-        }
-        ngx_memcpy(password.data, value, password.len);
-    } else {
-        return false;
-    }
-    return true;
-}
-
-bool same_auth(const RedisAuth& a, const RedisAuth& b)
-{
-    return a.db == b.db && view(a.password) == view(b.password) && view(a.username) == view(b.username);
-}
-
-bool same_deployment(const RedisServer& a, const RedisServer& b)
-{
-    if (a.kind != b.kind || a.nurls != b.nurls || view(a.master_name) != view(b.master_name)
-        || !same_auth(a.auth, b.auth) || !same_auth(a.sentinel_auth, b.sentinel_auth)) {
-        return false;
-    }
-    for (ngx_uint_t i = 0; i < a.nurls; i++) {
-        if (view(a.urls[i].url) != view(b.urls[i].url)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-// idempotency_redis ADDRESS [params], idempotency_redis_cluster ADDRESS...
-// [params], idempotency_redis_sentinel MASTER ADDRESS... [params]; the
-// command's offset is its RedisKind.
-char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
-{
-    auto* lcf = static_cast<LocConf*>(conf);
-    if (lcf->server != nullptr) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": a Redis store is already set for this level (by "
-                           "idempotency_redis, idempotency_redis_cluster or idempotency_redis_sentinel)", &cmd->name);
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    auto* mcf = static_cast<MainConf*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_idempotency_module));
-    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
-    const char* directive = reinterpret_cast<const char*>(cmd->name.data);
-
-    RedisServer server{};
-    server.kind = static_cast<RedisKind>(cmd->offset);
-    ngx_uint_t first = 1;
-    if (server.kind == RedisKind::sentinel) {
-        server.master_name = args[1];
-        first = 2;
-        if (server.master_name.len == 0 || ngx_strlchr(args[1].data, args[1].data + args[1].len, '=') != nullptr) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\" needs the master's name first, then the sentinels' "
-                               "addresses", directive);
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-    }
-    ngx_uint_t last = first;
-    while (last < cf->args->nelts && ngx_strlchr(args[last].data, args[last].data + args[last].len, '=') == nullptr) {
-        last++;
-    }
-    if (last == first || (server.kind == RedisKind::single && last - first > 1)) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, server.kind == RedisKind::single
-                           ? "\"%s\" takes one address" : "\"%s\" needs at least one address", directive);
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    server.nurls = last - first;
-    if (server.nurls > (server.kind == RedisKind::sentinel ? 16 : 64)) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\" takes at most %s addresses", directive,
-                           server.kind == RedisKind::sentinel ? "16" : "64");
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    server.urls = static_cast<ngx_url_t*>(ngx_pcalloc(cf->pool, server.nurls * sizeof(ngx_url_t)));
-    if (server.urls == nullptr) {
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    size_t name_len = server.kind == RedisKind::sentinel ? server.master_name.len + sizeof("\"\" via sentinel ") : 0;
-    for (ngx_uint_t i = 0; i < server.nurls; i++) {
-        ngx_url_t& url = server.urls[i];
-        url.url = args[first + i];
-        url.default_port = server.kind == RedisKind::sentinel ? 26379 : 6379;
-        if (ngx_parse_url(cf->pool, &url) != NGX_OK) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid Redis address \"%V\" in \"%s\"%s%s", &url.url, directive,
-                               url.err ? ": " : "", url.err ? url.err : "");
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-        if (url.naddrs == 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "Redis address \"%V\" in \"%s\" has no addresses", &url.url,
-                               directive);
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-        if (server.kind == RedisKind::cluster && url.family == AF_UNIX) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": cluster nodes are reached over TCP, not \"%V\"",
-                               directive, &url.url);
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-        name_len += url.url.len + 1;
-    }
-
-    for (ngx_uint_t i = last; i < cf->args->nelts; i++) {
-        const ngx_str_t& a = args[i];
-        bool error = false;
-        if (starts_with(a, "db=")) {
-            ngx_str_t v = tail_after(a, 3);
-            server.auth.db = ngx_atoi(v.data, v.len);
-            if (server.auth.db == NGX_ERROR) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid \"%V\" in \"%s\": db must be a number", &a, directive);
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-            if (server.kind == RedisKind::cluster && server.auth.db != 0) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": Redis Cluster has only database 0", directive);
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-        } else if (parse_password(cf, a, "", server.auth.password, error)) {
-            if (error) {
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-        } else if (starts_with(a, "username=")) {
-            server.auth.username = tail_after(a, 9);
-        } else if (server.kind == RedisKind::sentinel && parse_password(cf, a, "sentinel_", server.sentinel_auth.password, error)) {
-            if (error) {
-                return static_cast<char*>(NGX_CONF_ERROR);
-            }
-        } else if (server.kind == RedisKind::sentinel && starts_with(a, "sentinel_username=")) {
-            server.sentinel_auth.username = tail_after(a, 18);
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\" in \"%s\" (expected %sdb=, username=, password=, password_file= "
-                               "or password_env=%s)", &a, directive,
-                               server.kind == RedisKind::sentinel ? "an address, " : "",
-                               server.kind == RedisKind::sentinel ? ", or the same with sentinel_ before them" : "");
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-    }
-    for (const RedisAuth* auth : {&server.auth, &server.sentinel_auth}) {
-        if (auth->username.len && !auth->password.len) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": %susername= needs a password (password=, password_file= "
-                               "or password_env=)", directive, auth == &server.auth ? "" : "sentinel_");
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-    }
-
-    // One deployment per distinct addresses and credentials, shared by every
-    // location naming it: each worker keeps one store (and its connections)
-    // per deployment.
-    auto** known = static_cast<RedisServer**>(mcf->servers.elts);
-    for (ngx_uint_t i = 0; i < mcf->servers.nelts; i++) {
-        if (same_deployment(*known[i], server)) {
-            lcf->server = known[i];
-            return NGX_CONF_OK;
-        }
-    }
-
-    // The name in logs: the address as written, or "cluster a,b,c", or
-    // "\"mymaster\" via sentinel a,b".
-    if (server.kind == RedisKind::single) {
-        server.name = args[1];
-    } else {
-        name_len += sizeof("cluster ");
-        server.name.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, name_len));
-        if (server.name.data == nullptr) {
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-        u_char* p = server.kind == RedisKind::cluster
-                        ? ngx_cpymem(server.name.data, "cluster ", 8)
-                        : ngx_sprintf(server.name.data, "\"%V\" via sentinel ", &server.master_name);
-        for (ngx_uint_t i = 0; i < server.nurls; i++) {
-            p = ngx_sprintf(p, i ? ",%V" : "%V", &server.urls[i].url);
-        }
-        server.name.len = static_cast<size_t>(p - server.name.data);
-    }
-
-    auto* stored = static_cast<RedisServer*>(ngx_pcalloc(cf->pool, sizeof(RedisServer)));
-    auto** slot = static_cast<RedisServer**>(ngx_array_push(&mcf->servers));
-    if (stored == nullptr || slot == nullptr) {
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    *stored = server;
-    stored->index = mcf->servers.nelts - 1;
-    *slot = stored;
-    lcf->server = stored;
-    return NGX_CONF_OK;
-}
 
 struct MethodName {
     std::string_view name;

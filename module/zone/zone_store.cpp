@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "../conf_util.hpp"
 #include "../log_limit.hpp"
 #include "../metrics.hpp"
 #include "zone_rules.hpp"
@@ -468,14 +469,6 @@ ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
     return NGX_OK;
 }
 
-bool parse_prefix(const ngx_str_t& arg, std::string_view prefix, ngx_str_t& rest)
-{
-    if (arg.len <= prefix.size() || view(arg).substr(0, prefix.size()) != prefix) {
-        return false;
-    }
-    rest = {arg.len - prefix.size(), arg.data + prefix.size()};
-    return true;
-}
 
 }  // namespace
 
@@ -484,7 +477,7 @@ char* set_zone(ngx_conf_t* cf, ngx_command_t*, void*)
     ngx_str_t arg = static_cast<ngx_str_t*>(cf->args->elts)[1];
     ngx_str_t name;
     u_char* colon = nullptr;
-    if (!parse_prefix(arg, "zone=", name) || (colon = ngx_strlchr(name.data, name.data + name.len, ':')) == nullptr
+    if (!parameter(arg, "zone=", name) || (colon = ngx_strlchr(name.data, name.data + name.len, ':')) == nullptr
         || colon == name.data) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\" in \"idempotency_zone\" (expected zone=NAME:SIZE)",
                            &arg);
@@ -533,7 +526,7 @@ char* set_store(ngx_conf_t* cf, ngx_command_t*, void* conf)
         lcf->zone = nullptr;
         return NGX_CONF_OK;
     }
-    if (!parse_prefix(arg, "zone=", name)) {
+    if (!parameter(arg, "zone=", name)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"%V\" in \"idempotency_store\" (expected zone=NAME or redis)",
                            &arg);
         return static_cast<char*>(NGX_CONF_ERROR);

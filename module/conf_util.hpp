@@ -1,0 +1,29 @@
+// conf_util.hpp — what the directive handlers share: NAME=VALUE
+// parameters, and the small files directives name (passwords, keys).
+#pragma once
+
+#include <string_view>
+
+#include "ngx.hpp"
+
+namespace idem {
+
+// `arg` is `name` (which ends in '=') and then a value that is not empty:
+// true, with `value` set to it.
+inline bool parameter(const ngx_str_t& arg, std::string_view name, ngx_str_t& value) noexcept
+{
+    if (arg.len <= name.size() || view(arg).substr(0, name.size()) != name) {
+        return false;
+    }
+    value = ngx_str_t{arg.len - name.size(), arg.data + name.size()};
+    return true;
+}
+
+// Reads a small file named by a directive, once, at configuration time;
+// relative paths start at the configuration directory, as for
+// ssl_certificate. False, logged, when it cannot be opened; `n` is what
+// read() gave (equal to `size` when the file is larger than expected).
+bool read_config_file(ngx_conf_t* cf, const char* directive, const char* what, ngx_str_t& path, u_char* buf,
+                      size_t size, ssize_t& n);
+
+}  // namespace idem
