@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ngx.hpp"
 #include "outcome.hpp"
 #include "seal.hpp"
 
@@ -20,6 +21,22 @@ struct ClaimResult {
 };
 
 using ClaimCallback = void (*)(void* data, const ClaimResult& result);
+
+// Who waits for a claim, and how to judge the record it finds; every store
+// keeps one with each claim in flight.
+struct ClaimWaiter {
+    ClaimCallback callback;  // nullptr once abandoned
+    void* data;
+    Digest fingerprint;
+    const SecretKey* keys;   // idempotency_encrypt_key, to open sealed records
+    std::size_t key_count;
+
+    // What `stored`, the record found under `key`, means for the request
+    // (outcome.hpp's decide_at_rest; a refusal is logged). A sealed record
+    // is opened into `opened` (ngx_alloc'd, freed by the caller) and
+    // `stored` then points there.
+    Decision judge(std::string_view key, std::string_view& stored, char*& opened, ngx_log_t* log) const noexcept;
+};
 
 class Store {
 public:

@@ -626,7 +626,7 @@ Idempotency-Key: z-19
 --- error_code: 410
 --- response_body_like: "type":"urn:nginx-idempotency:problem:response-unverifiable"
 --- error_log eval
-qr/\[error\] .*idempotency: the record under "idem:[0-9a-f]{64}" is refused: sealed with a key that is not configured/
+qr/\[error\] .*idempotency: the record under "idem:[0-9a-f]{64}" does not open: sealed with a key that is not configured/
 
 
 === TEST 24: ... and the upstream ran once

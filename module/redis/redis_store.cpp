@@ -16,11 +16,7 @@ namespace idem {
 // claim granted after its request stopped waiting can still be released.
 struct PendingOp {
     Store* store;
-    ClaimCallback callback;  // nullptr once abandoned
-    void* data;
-    Digest fingerprint;
-    const SecretKey* keys;
-    size_t key_count;
+    ClaimWaiter waiter;
     size_t key_len;
     size_t claim_len;
     char bytes[1];  // key, then claim
@@ -107,11 +103,7 @@ public:
             return nullptr;
         }
         op->store = this;
-        op->callback = callback;
-        op->data = data;
-        op->fingerprint = fingerprint;
-        op->keys = keys;
-        op->key_count = key_count;
+        op->waiter = {callback, data, fingerprint, keys, key_count};
         op->key_len = key.size();
         op->claim_len = claim.size();
         std::memcpy(op->bytes, key.data(), key.size());
@@ -128,7 +120,7 @@ public:
         return op;
     }
 
-    void abandon(PendingOp* op) noexcept override { op->callback = nullptr; }
+    void abandon(PendingOp* op) noexcept override { op->waiter.callback = nullptr; }
 
     void complete(std::string_view key, std::string_view claim, std::string_view record,
                   std::uint64_t ttl_ms) noexcept override
@@ -221,17 +213,18 @@ private:
             ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the claim: %s",
                           &self->server_.name, reply->str);
         }
-        if (op->callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
+        const ClaimWaiter& waiter = op->waiter;
+        if (waiter.callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
             ClaimResult result{Decision::unavailable, {}};
             char* opened = nullptr;
             if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
                 result.stored = {reply->str, reply->len};
-                result.decision = self->decide_record(*op, key, result.stored, opened);
+                result.decision = waiter.judge(key, result.stored, opened, self->log_);
             } else {
                 Record record;
-                result.decision = decide(reply, op->fingerprint, record);
+                result.decision = decide(reply, waiter.fingerprint, record);
             }
-            op->callback(op->data, result);
+            waiter.callback(waiter.data, result);
             ngx_free(opened);
             if (lost) {
                 self->release(key, claim);  // it may have been granted: free it once Redis answers
@@ -242,26 +235,6 @@ private:
             self->release(key, claim);
         }
         ngx_free(op);
-    }
-
-    // What the record found by a claim means for the request (with
-    // encryption at rest, outcome.hpp's decide_at_rest). `stored` becomes
-    // the opened record, in `opened` (ngx_alloc'd, freed by the caller).
-    Decision decide_record(const PendingOp& op, std::string_view key, std::string_view& stored, char*& opened) noexcept
-    {
-        if (is_sealed(stored)) {  // only a sealed record needs room to open into
-            opened = static_cast<char*>(ngx_alloc(stored.size(), log_));
-            if (opened == nullptr) {
-                return Decision::unavailable;
-            }
-        }
-        AtRest why = AtRest::ok;
-        Decision decision = decide_at_rest(key, stored, op.keys, op.key_count, op.fingerprint, opened, why);
-        if (why != AtRest::ok) {
-            ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: the record under \"%*s\" does not open: %s",
-                          key.size(), key.data(), at_rest_reason(why));
-        }
-        return decision;
     }
 
     static void on_script_reply(void* data, redisReply* reply)

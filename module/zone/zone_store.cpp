@@ -90,11 +90,7 @@ LogLimiter full_claim_log, full_store_log;
 struct ClaimOp {
     ngx_event_t event;
     class ZoneStore* store;
-    ClaimCallback callback;
-    void* data;
-    Digest fingerprint;
-    const SecretKey* keys;
-    size_t key_count;
+    ClaimWaiter waiter;
     std::uint64_t lock_ttl_ms;
     size_t key_len;
     size_t claim_len;
@@ -130,11 +126,7 @@ public:
         op->event.data = op;
         op->event.log = ngx_cycle->log;
         op->store = this;
-        op->callback = callback;
-        op->data = data;
-        op->fingerprint = fingerprint;
-        op->keys = keys;
-        op->key_count = key_count;
+        op->waiter = {callback, data, fingerprint, keys, key_count};
         op->lock_ttl_ms = lock_ttl_ms;
         op->key_len = key.size();
         op->claim_len = claim.size();
@@ -407,20 +399,11 @@ private:
             break;
         case Claimed::found:
             result.stored = found;
-            opened = static_cast<char*>(ngx_alloc(found.size(), ngx_cycle->log));
-            if (opened != nullptr) {
-                AtRest why = AtRest::ok;
-                result.decision = decide_at_rest(key, result.stored, op->keys, op->key_count, op->fingerprint,
-                                                 opened, why);
-                if (why != AtRest::ok) {
-                    ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0, "idempotency: the record under \"%*s\" is refused: %s",
-                                  key.size(), key.data(), at_rest_reason(why));
-                }
-            }
+            result.decision = op->waiter.judge(key, result.stored, opened, ngx_cycle->log);
             break;
         }
 
-        op->callback(op->data, result);
+        op->waiter.callback(op->waiter.data, result);
         ngx_free(opened);
         ngx_free(const_cast<char*>(found.data()));
         ngx_free(op);
