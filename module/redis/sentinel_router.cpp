@@ -40,7 +40,7 @@ public:
         if (lookup_event_.timer_set) {
             ngx_del_timer(&lookup_event_);
         }
-        fail_waiting();
+        settle_waiting(nullptr);
         delete master_;
         free_endpoint(master_at_);
         for (unsigned i = 0; i < sentinel_count_; i++) {
@@ -124,11 +124,15 @@ private:
         return all;
     }
 
-    void fail_waiting() noexcept
+    // What waits goes to `master`, or gets no reply when there is none (or
+    // it cannot be sent there).
+    void settle_waiting(Connection* master) noexcept
     {
         for (OwnedCommand* c = take_waiting(); c != nullptr;) {
             OwnedCommand* next = c->next;
-            finish_owned(c, nullptr);
+            if (master == nullptr || !send_owned(*master, c, on_reply)) {
+                finish_owned(c, nullptr);
+            }
             c = next;
         }
     }
@@ -267,13 +271,7 @@ private:
             backoff_ = 0;
             lookup_failed_ = false;
             retry_at_ = 0;
-            for (OwnedCommand* c = take_waiting(); c != nullptr;) {
-                OwnedCommand* next = c->next;
-                if (!send_owned(*master_, c, on_reply)) {
-                    finish_owned(c, nullptr);
-                }
-                c = next;
-            }
+            settle_waiting(master_);
             return;
         }
         if (!lookup_failed_) {
@@ -283,18 +281,7 @@ private:
         lookup_failed_ = true;
         backoff_ = backoff_ ? ngx_min(backoff_ * 2, max_retry) : first_retry;
         retry_at_ = ngx_current_msec + backoff_;
-        if (master_ == nullptr) {
-            fail_waiting();
-        } else if (waiting_head_ != nullptr) {
-            // Keep what waits for the known master, but not for ever.
-            for (OwnedCommand* c = take_waiting(); c != nullptr;) {
-                OwnedCommand* next = c->next;
-                if (!send_owned(*master_, c, on_reply)) {
-                    finish_owned(c, nullptr);
-                }
-                c = next;
-            }
-        }
+        settle_waiting(master_);  // the last master known, if any: waiting longer would not help
     }
 
     const RedisServer& server_;
