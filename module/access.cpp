@@ -1,4 +1,5 @@
-// access.cpp — the access-phase handler: a small per-request state machine.
+// access.cpp — the pre-content phase handler, run once nginx's access checks
+// admitted the request: a small per-request state machine.
 //   key header -> read the whole body -> fingerprint -> claim in the store
 //   -> forward (capture.cpp records the response) or answer: replay, 409,
 //   410, 422, 503.
@@ -63,12 +64,16 @@ RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
 
 // ---------------------------------------------------------------- answers
 
-// What the access phase returns once the claim is decided. Runs again when
-// the request re-enters the phase after an internal redirect (error_page):
-// by then the module has answered and stays out of the way.
+// What the pre-content phase returns once the claim is decided. Runs again
+// when an internal redirect brings the request back to the phase: by then
+// the module has answered, or follows its claimed request to the location
+// that now serves it.
 ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
 {
     if (ctx->responded) {
+        if (ctx->capturing) {
+            capture_follow(ctx);
+        }
         return NGX_DECLINED;
     }
     ctx->responded = true;
@@ -113,7 +118,7 @@ void set_outcome(RequestCtx* ctx, Status status)
 }
 
 // The claim's answer arrived (or timed out): run the phases again, which
-// brings the request back to access_handler and on to respond().
+// brings the request back to precontent_handler and on to respond().
 void resume(ngx_http_request_t* r)
 {
     ngx_connection_t* c = r->connection;
@@ -409,20 +414,13 @@ RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
     return nullptr;
 }
 
-// A location without a content handler answers from nginx itself: `return`
-// (rewrite phase, before access) or static files. There the claim is made in
-// the rewrite phase, so that `return` is protected too; locations that
-// proxy claim in the access phase, after `set` and the rewrite directives.
-ngx_int_t rewrite_handler(ngx_http_request_t* r)
-{
-    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_get_module_loc_conf(r, ngx_http_core_module));
-    if (clcf->handler != nullptr) {
-        return NGX_DECLINED;
-    }
-    return access_handler(r);
-}
-
-ngx_int_t access_handler(ngx_http_request_t* r)
+// The module acts in the pre-content phase, after the whole access phase
+// (allow/deny, auth_basic, auth_request, under `satisfy all` or `any`)
+// admitted the request and set its variables, and before try_files and the
+// content handler. A request that an internal redirect brings back here
+// (try_files, error_page, named locations, X-Accel-Redirect) keeps what was
+// decided; a claimed one has the new location's content handler protected.
+ngx_int_t precontent_handler(ngx_http_request_t* r)
 {
     if (r != r->main) {
         return NGX_DECLINED;

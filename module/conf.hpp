@@ -76,9 +76,8 @@ struct RequestCtx {
     LocConf* conf;
     Status status;
 
-    // access phase
-    bool decided;          // phase_rc holds the access phase's answer
-    ngx_int_t phase_rc;
+    // pre-content phase
+    bool decided;          // status holds the claim's answer
     ngx_event_t timer;     // Redis timeout for the pending claim
     ngx_event_t wait_timer;  // idempotency_wait: next look at an in-flight original
     ngx_msec_t wait_deadline;
@@ -116,11 +115,11 @@ struct RequestCtx {
 RequestCtx* find_ctx(ngx_http_request_t* r) noexcept;
 
 // access.cpp
-ngx_int_t access_handler(ngx_http_request_t* r);
-ngx_int_t rewrite_handler(ngx_http_request_t* r);
+ngx_int_t precontent_handler(ngx_http_request_t* r);
 // capture.cpp
 ngx_int_t capture_init(ngx_conf_t* cf);
 void capture_begin(RequestCtx* ctx) noexcept;
+void capture_follow(RequestCtx* ctx) noexcept;
 void capture_settle(RequestCtx* ctx) noexcept;
 // replay.cpp
 ngx_int_t replay(ngx_http_request_t* r, RequestCtx* ctx, std::string_view stored);

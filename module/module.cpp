@@ -1,6 +1,6 @@
 // module.cpp — ngx_http_idempotency_module: the directive table, the
 // configuration's create and merge, $idempotency_status, and the wiring of
-// the access handler, the capture filters and the per-worker Redis clients.
+// the pre-content handler, the capture filters and the per-worker Redis clients.
 // The request logic lives in access.cpp, capture.cpp and replay.cpp.
 
 #include "conf.hpp"
@@ -301,16 +301,14 @@ ngx_int_t add_variables(ngx_conf_t* cf)
 ngx_int_t postconfiguration(ngx_conf_t* cf)
 {
     auto* cmcf = static_cast<ngx_http_core_main_conf_t*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module));
-    auto* h = static_cast<ngx_http_handler_pt*>(ngx_array_push(&cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers));
+    // Not the access phase: its handlers run in reverse order of registration
+    // (a dynamic module's would run before allow/deny and auth_*), and
+    // `satisfy any` leaves the phase at the first handler that allows.
+    auto* h = static_cast<ngx_http_handler_pt*>(ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers));
     if (h == nullptr) {
         return NGX_ERROR;
     }
-    *h = access_handler;
-    h = static_cast<ngx_http_handler_pt*>(ngx_array_push(&cmcf->phases[NGX_HTTP_REWRITE_PHASE].handlers));
-    if (h == nullptr) {
-        return NGX_ERROR;
-    }
-    *h = rewrite_handler;
+    *h = precontent_handler;
     if (metrics_zone_add(cf) != NGX_OK) {
         return NGX_ERROR;
     }

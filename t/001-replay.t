@@ -137,12 +137,16 @@ Idempotency-Key: http10
 ["!Idempotent-Replayed", "Idempotent-Replayed: true"]
 
 
-=== TEST 7: other content handlers are captured too (return)
+=== TEST 7: other content handlers are captured too (return, reached through try_files)
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
 location = /stamp {
     idempotency on;
+    add_header X-Status $idempotency_status always;
+    try_files /nonexistent @stamp;
+}
+location @stamp {
     add_header X-Status $idempotency_status always;
     return 200 "request $request_id\n";
 }
