@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "conf.hpp"
+#include "disposition.hpp"
 #include "metrics.hpp"
 #include "response.hpp"
 
@@ -99,35 +100,34 @@ void release(RequestCtx* ctx, const char* why)
     ctx->status = Status::released;
 }
 
-// With idempotency_encrypt_key, what goes to Redis is the record sealed
-// under the first key and bound to its Redis key; empty view on failure.
-std::string_view sealed_for_store(RequestCtx* ctx, std::string_view record)
-{
-    ngx_array_t* keys = ctx->conf->seal_keys;
-    if (keys == nullptr) {
-        return record;
-    }
-    auto* out = static_cast<char*>(ngx_palloc(ctx->request->pool, record.size() + seal_overhead));
-    if (out == nullptr
-        || !seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->redis_key), record, out)) {
-        return {};
-    }
-    return {out, record.size() + seal_overhead};
-}
-
+// With idempotency_encrypt_key, what goes to the store is the record sealed
+// under the first key and bound to its store key. The sealed copy is
+// ngx_alloc'd, not from r->pool: a response that never completed is settled
+// from the pool's cleanup, when nginx has already let go of r->pool. The
+// store copies what it is given.
 void store_record(RequestCtx* ctx, std::string_view record)
 {
-    std::string_view value = sealed_for_store(ctx, record);
+    ngx_array_t* keys = ctx->conf->seal_keys;
+    ngx_log_t* log = ctx->request->connection->log;
+    std::string_view value = record;
+    char* sealed = nullptr;
     char marker[unreplayable_size];
-    if (value.empty()) {
-        // Never let the claim lapse into a second execution: store the plain
-        // marker (a fingerprint and a status, nothing of the response); with
-        // encryption on it reads as unverifiable, so retries get 410.
-        ngx_log_error(NGX_LOG_ALERT, ctx->request->connection->log, 0,
-                      "idempotency: cannot encrypt the record for \"%V\"", &ctx->redis_key);
-        value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
+    if (keys != nullptr) {
+        sealed = static_cast<char*>(ngx_alloc(record.size() + seal_overhead, log));
+        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->redis_key), record, sealed)) {
+            value = {sealed, record.size() + seal_overhead};
+        } else {
+            // Never let the claim lapse into a second execution: store the
+            // plain marker (a fingerprint and a status, nothing of the
+            // response); with encryption on it reads as unverifiable (410).
+            ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->redis_key);
+            value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
+        }
     }
     ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl);
+    if (sealed != nullptr) {
+        ngx_free(sealed);
+    }
     count(Counter::stored_responses);
     count(Counter::stored_bytes, value.size());
     ctx->owns_claim = false;
@@ -227,6 +227,80 @@ void detach(ngx_http_request_t* r, RequestCtx* ctx)
     r->buffered = 0;
 }
 
+// nginx's record of the upstream attempts: r->upstream_states has one entry
+// per peer tried (proxy_next_upstream), kept across internal redirects, with
+// a separator (no peer) between upstreams. `answering` is the attempt whose
+// answer is the response, nullptr when nginx answers.
+UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering) noexcept
+{
+    UpstreamFacts facts;
+    if (r->upstream_states == nullptr) {
+        return facts;
+    }
+    ngx_http_upstream_t* u = r->upstream;
+    auto* states = static_cast<const ngx_http_upstream_state_t*>(r->upstream_states->elts);
+    for (ngx_uint_t i = 0; i < r->upstream_states->nelts; i++) {
+        const ngx_http_upstream_state_t& s = states[i];
+        if (s.peer == nullptr) {
+            continue;
+        }
+        facts.attempted = true;
+        // bytes_sent is filled in when an attempt ends; the current one
+        // tells by request_sent (set once writing the request began)
+        bool current = u != nullptr && u->state == &s;
+        if (s.bytes_sent == 0 && !(current && u->request_sent)) {
+            continue;
+        }
+        facts.reached = true;
+        if (&s == answering) {
+            continue;
+        }
+        if (s.header_time == static_cast<ngx_msec_t>(-1)) {
+            facts.silent = true;
+        } else if (s.status >= NGX_HTTP_INTERNAL_SERVER_ERROR) {
+            facts.failed = true;
+        } else {
+            facts.answered = true;
+        }
+    }
+    return facts;
+}
+
+// The upstream's own answer is going out (not nginx's error for it, nor an
+// error_page or X-Accel-Redirect answer after it closed).
+bool upstream_answers(ngx_http_request_t* r) noexcept
+{
+    ngx_http_upstream_t* u = r->upstream;
+    return u != nullptr && u->headers_in.status_n != 0 && (u->peer.connection != nullptr || r->cached);
+}
+
+// Whether the response about to go out is kept for replay; if not, the key
+// is released or marked unreplayable, as disposition.hpp rules.
+bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    ResponseFacts facts;
+    facts.status = static_cast<unsigned>(ctx->response_status);
+    facts.from_upstream = upstream_answers(r);
+    facts.store_errors = ctx->conf->store_errors;
+    facts.upstream = upstream_facts(r, facts.from_upstream ? r->upstream->state : nullptr);
+    Verdict verdict = judge_response(facts);
+    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "idempotency: response %ui for \"%V\", from upstream: %d, upstream reached: %d, disposition %d",
+                   ctx->response_status, &ctx->redis_key, facts.from_upstream, facts.upstream.reached,
+                   static_cast<int>(verdict.disposition));
+    switch (verdict.disposition) {
+    case Disposition::store:
+        return true;
+    case Disposition::release:
+        release(ctx, verdict.why);
+        return false;
+    case Disposition::unreplayable:
+        store_unreplayable(ctx, verdict.why);
+        return false;
+    }
+    return false;
+}
+
 ngx_int_t header_filter(ngx_http_request_t* r)
 {
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
@@ -234,31 +308,10 @@ ngx_int_t header_filter(ngx_http_request_t* r)
         return next_header_filter(r);
     }
 
-    ngx_uint_t status = r->headers_out.status;
-    ctx->response_status = status;
-
-    if (status >= NGX_HTTP_INTERNAL_SERVER_ERROR) {
-        // One rule: never execute twice silently. A request that never left
-        // frees the key; an error nginx made after the upstream got the
-        // request (a read timeout, a broken response) keeps it, since the
-        // upstream may have executed; the upstream's own 5xx follows
-        // idempotency_store_errors.
-        ngx_http_upstream_t* u = r->upstream;
-        if (u != nullptr && !u->request_sent) {
-            stop_capture(r, ctx);
-            release(ctx, "the request never reached the upstream");
-            return next_header_filter(r);
-        }
-        if (u != nullptr && u->headers_in.status_n == 0) {
-            stop_capture(r, ctx);
-            store_unreplayable(ctx, "the upstream got the request but nginx answered it with an error");
-            return next_header_filter(r);
-        }
-        if (!ctx->conf->store_errors) {
-            stop_capture(r, ctx);
-            release(ctx, "the upstream answered 5xx");
-            return next_header_filter(r);
-        }
+    ctx->response_status = r->headers_out.status;
+    if (!keep_response(r, ctx)) {
+        stop_capture(r, ctx);
+        return next_header_filter(r);
     }
 
     if (!collect_headers(r, ctx)) {
@@ -391,15 +444,27 @@ void capture_begin(RequestCtx* ctx) noexcept
     ctx->renew_timer.log = r->connection->log;
     ctx->renew_timer.cancelable = 1;
     ngx_add_timer(&ctx->renew_timer, ngx_max(ctx->conf->lock_ttl / 3, 1));
+    capture_follow(ctx);
+}
+
+// The location that serves the claimed request now — the one that claimed
+// it, or where an internal redirect took it — has its content handler
+// protected from client aborts.
+void capture_follow(RequestCtx* ctx) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
     if (r->content_handler != nullptr && r->content_handler != protected_content_handler) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "idempotency: protecting the content handler of \"%V\" from client aborts", &r->uri);
         ctx->content_handler = r->content_handler;
         r->content_handler = protected_content_handler;
     }
 }
 
 // The request is over: a claim still held means its response never
-// completed. If the upstream answered, it executed: keep the key so the
-// retry is not executed again (410). Otherwise free it for the retry.
+// completed. If an upstream may have received the request, or the response
+// had begun, keep the key so the retry is not executed again (410);
+// otherwise free it for the retry.
 void capture_settle(RequestCtx* ctx) noexcept
 {
     if (ctx->renew_timer.timer_set) {
@@ -409,10 +474,11 @@ void capture_settle(RequestCtx* ctx) noexcept
         return;
     }
     ctx->capturing = false;
-    if (ctx->response_status != 0) {
-        store_unreplayable(ctx, "the response did not complete");
+    Verdict verdict = judge_unfinished(upstream_facts(ctx->request, nullptr), ctx->response_status != 0);
+    if (verdict.disposition == Disposition::release) {
+        release(ctx, verdict.why);
     } else {
-        release(ctx, "the request ended before a response");
+        store_unreplayable(ctx, verdict.why);
     }
 }
 
