@@ -221,3 +221,74 @@ location / {
 --- must_die
 --- error_log
 "idempotency_encrypt_key": cannot open
+
+
+=== TEST 12: an upstream that resets mid-body: the worker survives, the retry gets 410
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_encrypt_key ../html/old.key;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- init
+my $sock = IdempotencyTest::send_request(
+    "POST /enc/12?size=200000&reset=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    . "Idempotency-Key: enc-12\r\nContent-Length: 1\r\n\r\nx");
+my $got = '';
+1 while sysread($sock, $got, 65536, length $got);
+close $sock;
+IdempotencyTest::wait_until(sub {
+    defined IdempotencyTest::redis_command('GET', IdempotencyTest::redis_key('enc-12'))
+        && IdempotencyTest::redis_command('PTTL', IdempotencyTest::redis_key('enc-12')) > 60_000
+}, 10) or die "the broken exchange left no record\n";
+--- request eval
+["POST /enc/12?size=200000&reset=1\nx", "GET /_count/enc/12"]
+--- more_headers eval
+["Idempotency-Key: enc-12", ""]
+--- error_code eval
+[410, 200]
+--- response_body_like eval
+[qr/"status":410/, qr/\A1\z/]
+--- no_error_log
+exited on signal
+
+
+=== TEST 13: a read timeout after the headers: the worker survives, the retry gets 410
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_encrypt_key ../html/old.key;
+    proxy_read_timeout 300ms;
+    proxy_pass http://backend;
+}
+location /_count/ {
+    proxy_pass http://backend;
+}
+--- init
+my $sock = IdempotencyTest::send_request(
+    "POST /enc/13?size=4000&trickle=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    . "Idempotency-Key: enc-13\r\nContent-Length: 1\r\n\r\nx");
+my $got = '';
+1 while sysread($sock, $got, 65536, length $got);
+close $sock;
+IdempotencyTest::wait_until(sub {
+    defined IdempotencyTest::redis_command('GET', IdempotencyTest::redis_key('enc-13'))
+        && IdempotencyTest::redis_command('PTTL', IdempotencyTest::redis_key('enc-13')) > 60_000
+}, 10) or die "the broken exchange left no record\n";
+--- request eval
+["POST /enc/13?size=4000&trickle=1\nx", "GET /_count/enc/13"]
+--- more_headers eval
+["Idempotency-Key: enc-13", ""]
+--- error_code eval
+[410, 200]
+--- response_body_like eval
+[qr/"status":410/, qr/\A1\z/]
+--- no_error_log
+exited on signal
