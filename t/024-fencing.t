@@ -1,8 +1,8 @@
 # Fenced writes (SPEC guarantees: "A response is stored only by the request
 # that holds the claim"): an original whose claim was taken over while its
 # upstream was still working can no longer store its response, release the
-# key or renew the claim; each refusal is logged. On one Redis and on the
-# zone store.
+# key or renew the claim; each refusal is logged. On one Redis, on the zone
+# store and on a Redis Cluster.
 #
 # On Redis the takeover is written straight into Redis: the claim is
 # replaced by another gateway's claim for the same request (as if the
@@ -18,6 +18,8 @@ use Test::Nginx::Socket 'no_plan';
 use IO::Select;
 use IO::Socket::INET;
 use Time::HiRes qw(time sleep);
+
+start_redis_cluster(3);
 
 master_on();
 workers(2);
@@ -121,6 +123,11 @@ sub take_over {
     my $other = substr($claim, 0, 37) . chr(length $token) . $token;
     IdempotencyTest::redis_command_at($port, 'SET', $rkey, $other, 'PX', $px);
     return $other;
+}
+
+sub cluster_port {
+    my ($key) = @_;
+    return (IdempotencyTest::cluster_owner(IdempotencyTest::redis_key($key)))[0];
 }
 
 # The original's late store, on the Redis at $port: its client still gets
@@ -370,5 +377,71 @@ Idempotency-Key: zfence-renew
 --- response_headers
 X-Idempotency-Status: replayed
 X-Upstream-Execution: 3
+--- error_log
+could not renew the claim: the claim had expired or was taken over
+
+
+=== TEST 8: Cluster: a late store after a takeover is refused: the other claim stays, a retry gets 409
+--- http_config
+idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
+--- config
+location / {
+    idempotency on;
+    idempotency_lock_ttl 10s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+main::late_store(main::cluster_port('cfence-store'), '/cfence/store?sleep=1', 'cfence-store');
+--- request
+POST /cfence/store?sleep=1
+x
+--- more_headers
+Idempotency-Key: cfence-store
+--- error_code: 409
+--- response_headers
+X-Idempotency-Status: conflict
+--- error_log
+could not store the response: the claim had expired or was taken over
+
+
+=== TEST 9: Cluster: a late release after a takeover is refused: the upstream's 5xx does not free the other claim
+--- http_config
+idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
+--- config
+location / {
+    idempotency on;
+    idempotency_lock_ttl 10s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+main::late_release(main::cluster_port('cfence-release'), '/cfence/release?status=500&sleep=1', 'cfence-release');
+--- request
+POST /cfence/release?status=500&sleep=1
+x
+--- more_headers
+Idempotency-Key: cfence-release
+--- error_code: 409
+--- response_headers
+X-Idempotency-Status: conflict
+--- error_log
+could not release the key: the claim had expired or was taken over
+
+
+=== TEST 10: Cluster: a late renewal after a takeover is refused: the other claim's TTL is not extended
+--- http_config
+idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
+--- config
+location / {
+    idempotency on;
+    idempotency_lock_ttl 3s;
+    proxy_pass http://backend;
+}
+--- init
+main::late_renewal(main::cluster_port('cfence-renew'), '/cfence/renew?sleep=1.5', 'cfence-renew');
+--- request
+GET /_count/cfence/renew
+--- response_body: 1
 --- error_log
 could not renew the claim: the claim had expired or was taken over
