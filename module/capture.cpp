@@ -182,24 +182,47 @@ bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
     return true;
 }
 
-void append(ngx_http_request_t* r, RequestCtx* ctx, const u_char* data, size_t size)
+// Room for `size` more body bytes at the end of the record; nullptr when the
+// response can no longer be kept (over idempotency_max_response_size, or out
+// of memory: the same outcome).
+char* reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t size)
 {
-    if (ctx->oversize || size == 0) {
-        return;
+    if (ctx->oversize) {
+        return nullptr;
     }
     size_t need = ctx->body_size + size;
     if (need > ctx->conf->max_response_size) {
         ctx->oversize = true;
         ngx_pfree(r->pool, ctx->record);
         ctx->record = nullptr;
-        return;
+        return nullptr;
     }
     if (need > ctx->capacity && !grow(r, ctx, need)) {
+        ctx->oversize = true;
+        return nullptr;
+    }
+    return ctx->record + ctx->head_size + ctx->body_size;
+}
+
+// Appends what a buffer holds, in memory or in a file: the upstream's
+// response parked in a temporary file, or a static file.
+void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
+{
+    off_t size = ngx_buf_size(b);
+    if (size <= 0) {
+        return;
+    }
+    char* to = reserve(r, ctx, static_cast<size_t>(size));
+    if (to == nullptr) {
+        return;
+    }
+    if (ngx_buf_in_memory(b)) {
+        std::memcpy(to, b->pos, static_cast<size_t>(size));
+    } else if (ngx_read_file(b->file, reinterpret_cast<u_char*>(to), static_cast<size_t>(size), b->file_pos) != size) {
         ctx->oversize = true;  // cannot keep it: same outcome as too large
         return;
     }
-    std::memcpy(ctx->record + ctx->head_size + ctx->body_size, data, size);
-    ctx->body_size = need;
+    ctx->body_size += static_cast<size_t>(size);
 }
 
 // The client is gone: consume what the filters below us still hold so that
@@ -225,6 +248,7 @@ void detach(ngx_http_request_t* r, RequestCtx* ctx)
     r->out = nullptr;
     r->connection->buffered = 0;
     r->buffered = 0;
+    r->keepalive = 0;  // what the client holds is a cut response
 }
 
 // nginx's record of the upstream attempts: r->upstream_states has one entry
@@ -301,6 +325,29 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
     return false;
 }
 
+// A client that stops reading is the same case as one that closes (rule 4):
+// when send_timeout fires while the claimed response is still being
+// captured, the client is let go and the upstream exchange runs on through
+// the body filter, instead of the upstream module ending it ("client timed
+// out") and draining the rest unseen. Sits in front of the write handler
+// the upstream module installed.
+void client_timeout_guard(ngx_http_request_t* r)
+{
+    RequestCtx* ctx = find_ctx(r);
+    ngx_event_t* wev = r->connection->write;
+    if (wev->timedout && ctx != nullptr && (ctx->capturing || ctx->detached)) {
+        wev->timedout = 0;
+        if (!ctx->detached) {
+            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                          "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->redis_key);
+            detach(r, ctx);
+        }
+    }
+    if (ctx != nullptr && ctx->write_handler != nullptr) {
+        ctx->write_handler(r);
+    }
+}
+
 ngx_int_t header_filter(ngx_http_request_t* r)
 {
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
@@ -338,7 +385,6 @@ ngx_int_t header_filter(ngx_http_request_t* r)
         return next_header_filter(r);
     }
     ctx->capacity = capacity;
-    r->filter_need_in_memory = 1;  // file buffers reach us read into memory
 
     ngx_int_t rc = next_header_filter(r);
     if (rc == NGX_ERROR && r->connection->error) {
@@ -358,15 +404,16 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
         return next_body_filter(r, in);
     }
 
+    if (ctx->capturing && r->write_event_handler != client_timeout_guard) {
+        ctx->write_handler = r->write_event_handler;
+        r->write_event_handler = client_timeout_guard;
+    }
+
     bool last = false;
     for (ngx_chain_t* cl = in; cl; cl = cl->next) {
         ngx_buf_t* b = cl->buf;
         if (ctx->capturing) {
-            if (ngx_buf_in_memory(b)) {
-                append(r, ctx, b->pos, static_cast<size_t>(b->last - b->pos));
-            } else if (ngx_buf_size(b) > 0) {
-                ctx->oversize = true;  // not in memory despite filter_need_in_memory
-            }
+            append(r, ctx, b);
         }
         if (b->last_buf || (b->last_in_chain && r != r->main)) {
             last = true;

@@ -110,6 +110,7 @@ struct RequestCtx {
     size_t body_size;
     size_t capacity;
     ngx_http_handler_pt content_handler;  // the location's, wrapped by ours
+    ngx_http_event_handler_pt write_handler;  // the upstream's, behind the client-timeout guard
 };
 
 RequestCtx* find_ctx(ngx_http_request_t* r) noexcept;
