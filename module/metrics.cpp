@@ -27,8 +27,8 @@ struct Shared {
     ngx_atomic_t wait_sum_ms;
 };
 
-ngx_shm_zone_t* zone;     // this configuration's zone
-Shared* shared;           // this worker's view of it
+constexpr std::string_view zone_name = "idempotency_metrics";
+Shared* shared;           // this worker's view of the zone
 
 void add(ngx_atomic_t& slot, std::uint64_t n) noexcept
 {
@@ -204,8 +204,8 @@ std::uint64_t monotonic_us() noexcept
 
 ngx_int_t metrics_zone_add(ngx_conf_t* cf) noexcept
 {
-    static ngx_str_t name = ngx_string("idempotency_metrics");
-    zone = ngx_shared_memory_add(cf, &name, 8 * ngx_pagesize, &ngx_http_idempotency_module);
+    ngx_str_t name{zone_name.size(), bytes(zone_name)};
+    ngx_shm_zone_t* zone = ngx_shared_memory_add(cf, &name, 8 * ngx_pagesize, &ngx_http_idempotency_module);
     if (zone == nullptr) {
         return NGX_ERROR;
     }
@@ -213,9 +213,19 @@ ngx_int_t metrics_zone_add(ngx_conf_t* cf) noexcept
     return NGX_OK;
 }
 
-void metrics_attach(ngx_cycle_t*) noexcept
+// The zone is looked up in the cycle the worker runs, never remembered from
+// the last configuration read: a reload that fails leaves the running cycle
+// in place, and a worker respawned after it must attach to that one.
+void metrics_attach(ngx_cycle_t* cycle) noexcept
 {
-    shared = zone != nullptr ? static_cast<Shared*>(zone->data) : nullptr;
+    shared = nullptr;
+    for_each_entry<ngx_shm_zone_t>(cycle->shared_memory, [](ngx_shm_zone_t& z) {
+        if (z.tag == &ngx_http_idempotency_module && view(z.shm.name) == zone_name) {
+            shared = static_cast<Shared*>(z.data);
+            return false;
+        }
+        return true;
+    });
 }
 
 char* set_metrics_handler(ngx_conf_t* cf, ngx_command_t*, void*)

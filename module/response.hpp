@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
 
 #include "ngx.hpp"
 
@@ -13,19 +14,26 @@ inline u_char* bytes(std::string_view s) noexcept
     return reinterpret_cast<u_char*>(const_cast<char*>(s.data()));
 }
 
-// Calls f(ngx_table_elt_t&) for each entry of an nginx header list, in
-// order, until f returns false.
-template <class F>
-void for_each_header(ngx_list_t& list, F&& f)
+// Calls f(T&) for each entry of an nginx list of T, in order, until f
+// returns false.
+template <class T, class F>
+void for_each_entry(ngx_list_t& list, F&& f)
 {
     for (ngx_list_part_t* part = &list.part; part != nullptr; part = part->next) {
-        auto* h = static_cast<ngx_table_elt_t*>(part->elts);
+        auto* entries = static_cast<T*>(part->elts);
         for (ngx_uint_t i = 0; i < part->nelts; i++) {
-            if (!f(h[i])) {
+            if (!f(entries[i])) {
                 return;
             }
         }
     }
+}
+
+// The same for a header list.
+template <class F>
+void for_each_header(ngx_list_t& list, F&& f)
+{
+    for_each_entry<ngx_table_elt_t>(list, std::forward<F>(f));
 }
 
 // Appends a response header; name and value must live as long as the request.
