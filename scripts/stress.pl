@@ -103,6 +103,8 @@ use constant {
     REQUEST_TIMEOUT => 15,
     S6_TIME_LIMIT   => 100,     # seconds for the memory scenario's requests
     S8_SETTLE_TIMEOUT => 30,    # seconds for a Redis Cluster to settle (created, failed over)
+    S8_RESHARD_TRIES  => 3,     # redis-cli --cluster reshard runs at most, a refused one retried
+    S8_RESHARD_TIME   => 60,    # seconds for them all, waits for the cluster to settle included
     RSS_GROWTH_MAX  => 0.20,
 };
 
@@ -1781,7 +1783,7 @@ sub scenario8 {
     my @events;
     my ($from, $to, $third, $promoted, $to_slots);
     my ($failover_at, $took_over, $failed_over, $next_probe, $unsettled);
-    my ($reshard_pid, $reshard_at, $resharded);
+    my ($reshard_pid, $reshard_at, $reshard_first, $reshard_tries, $resharded) = (undef, 0, undef, 0, 0);
     my $t_start = time;
     my $event = sub { push @events, sprintf('%.2fs: %s', time - $t_start, $_[0]); note($events[-1]) };
     # A master fails over to its replica; once every node agrees that it
@@ -1826,22 +1828,74 @@ sub scenario8 {
             }
             return 1;
         }
-        if (!$reshard_pid) {
-            my $nodes = cluster_nodes($ports[0]);
-            $reshard_pid = spawn('redis-cli --cluster reshard', "$TMP/reshard.log", $REDIS_CLI, '--cluster', 'reshard',
-                                 "127.0.0.1:$ports[0]", '--cluster-from', $nodes->{$from}{id}, '--cluster-to',
-                                 $nodes->{$to}{id}, '--cluster-slots', $S8_SLOTS, '--cluster-yes');
-            $reshard_at = $now;
-            $event->("resharding $S8_SLOTS slots from $from to $to (redis-cli pid $reshard_pid) after $progress answers");
-        }
-        if (!running($reshard_pid)) {
-            $resharded = 1;
+        # The reshard: a run that fails is retried, for the slots still to
+        # move, once the cluster has settled again; S8_RESHARD_TRIES runs
+        # within S8_RESHARD_TIME seconds at most.
+        $reshard_first //= $now;
+        my $log = "$TMP/reshard.$reshard_tries.log";
+        if ($reshard_pid) {
+            if (running($reshard_pid)) {
+                return 1 if $now - $reshard_first <= S8_RESHARD_TIME;
+                stop_pid($reshard_pid, 'TERM');
+                fail($sc, "redis-cli --cluster reshard ran past ${\ S8_RESHARD_TIME } s; see $log");
+                $resharded = 1;
+                return 0;
+            }
+            my $status = $EXIT{$reshard_pid} // -1;
             my $owned = eval { cluster_nodes($to)->{$to}{slots} };
-            $event->(sprintf 'resharding done in %.2f s (exit status %s, %s slots moved)', $now - $reshard_at,
-                     $EXIT{$reshard_pid} // '?', defined $owned ? $owned - $to_slots : '?');
-            fail($sc, "redis-cli --cluster reshard failed; see $TMP/reshard.log") if $EXIT{$reshard_pid};
+            my $moved = defined $owned ? $owned - $to_slots : '?';
+            $reshard_pid = undef;
+            if ($status == 0) {
+                $resharded = 1;
+                $event->(sprintf 'resharding done in %.2f s (%s slots moved)', $now - $reshard_at, $moved);
+                fail($sc, "$moved slots moved from $from to $to, not $S8_SLOTS") if $moved ne $S8_SLOTS;
+                return 0;
+            }
+            my $err = 'no error message';
+            if (open my $lh, '<', $log) {
+                while (<$lh>) { $err = $1 if /((?:\[ERR\]|\S+ failed:|ERR ).*\S)/ }
+            }
+            $err =~ s/\e\[[\d;]*m//g;
+            $event->(sprintf 'redis-cli --cluster reshard refused after %.2f s (exit status %s, %s slots moved): %s',
+                     $now - $reshard_at, $status, $moved, $err);
+            if ($reshard_tries >= S8_RESHARD_TRIES) {
+                fail($sc, "redis-cli --cluster reshard refused $reshard_tries times; see $log");
+                $resharded = 1;
+                return 0;
+            }
+            $next_probe = $now + 0.2 * $reshard_tries;
+            $unsettled = undef;
         }
-        return !$resharded;
+        return 1 if $now < $next_probe;
+        $next_probe = $now + 0.1;
+        my $why = $reshard_tries ? cluster_unsettled(\@ports, $promoted => 'master', $third => $promoted) : '';
+        my $nodes = $why eq '' ? eval { cluster_nodes($to) } : undef;
+        $why = "$to does not answer CLUSTER NODES" if $why eq '' && !$nodes;
+        if ($why ne '') {
+            if ($now - $reshard_first > S8_RESHARD_TIME) {
+                fail($sc, "the cluster did not settle for another reshard within ${\ S8_RESHARD_TIME } s: $why");
+                $resharded = 1;
+                return 0;
+            }
+            vnote("not settled: $why") if $why ne ($unsettled // '');
+            $unsettled = $why;
+            return 1;
+        }
+        my $slots = $S8_SLOTS - ($nodes->{$to}{slots} - $to_slots);
+        if ($slots <= 0) {
+            $resharded = 1;
+            $event->("$S8_SLOTS slots moved from $from to $to");
+            return 0;
+        }
+        $reshard_tries++;
+        $log = "$TMP/reshard.$reshard_tries.log";
+        $reshard_pid = spawn('redis-cli --cluster reshard', $log, $REDIS_CLI, '--cluster', 'reshard',
+                             "127.0.0.1:$ports[0]", '--cluster-from', $nodes->{$from}{id}, '--cluster-to',
+                             $nodes->{$to}{id}, '--cluster-slots', $slots, '--cluster-yes');
+        $reshard_at = $now;
+        $event->("resharding $slots slots from $from to $to (redis-cli pid $reshard_pid, run $reshard_tries) "
+                 . "after $progress answers");
+        return 1;
     };
     my $st = keyed_load(sc => $sc, keys => \@keys, port => $ng->{port}, on_tick => $on_tick,
                         max_attempts => 60, key_time => 90, time_limit => 120);
