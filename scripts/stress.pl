@@ -30,10 +30,11 @@
 #      store (idempotency_store zone=stress) instead of Redis, across the
 #      two workers: one execution.
 #   8  3000 keys, clients retry until 2xx, through a Redis Cluster of 3
-#      masters with a replica each, while 1000 slots are resharded
-#      (redis-cli --cluster reshard) and another master fails over to its
-#      replica (CLUSTER FAILOVER): one execution per key; then every key
-#      replays.
+#      masters with a replica each, while a master fails over to its replica
+#      (CLUSTER FAILOVER) and then, once every node agrees that it has, 1000
+#      slots move between the two other masters (redis-cli --cluster
+#      reshard; a refused reshard runs again for the slots left, 3 runs in
+#      60 s at most): one execution per key; then every key replays.
 #   9  2000 keys, clients retry until 2xx, through Redis Sentinel (a master,
 #      a replica, one sentinel) while the master fails over (writes paused
 #      on it, SENTINEL FAILOVER): one execution per key; every key replays.
