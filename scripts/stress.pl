@@ -30,10 +30,11 @@
 #      store (idempotency_store zone=stress) instead of Redis, across the
 #      two workers: one execution.
 #   8  3000 keys, clients retry until 2xx, through a Redis Cluster of 3
-#      masters with a replica each, while 1000 slots are resharded
-#      (redis-cli --cluster reshard) and another master fails over to its
-#      replica (CLUSTER FAILOVER): one execution per key; then every key
-#      replays.
+#      masters with a replica each, while a master fails over to its replica
+#      (CLUSTER FAILOVER) and then, once every node agrees that it has, 1000
+#      slots move between the two other masters (redis-cli --cluster
+#      reshard; a refused reshard runs again for the slots left, 3 runs in
+#      60 s at most): one execution per key; then every key replays.
 #   9  2000 keys, clients retry until 2xx, through Redis Sentinel (a master,
 #      a replica, one sentinel) while the master fails over (writes paused
 #      on it, SENTINEL FAILOVER): one execution per key; every key replays.
@@ -102,6 +103,9 @@ use constant {
     STOP_TIMEOUT    => 5,
     REQUEST_TIMEOUT => 15,
     S6_TIME_LIMIT   => 100,     # seconds for the memory scenario's requests
+    S8_SETTLE_TIMEOUT => 30,    # seconds for a Redis Cluster to settle (created, failed over)
+    S8_RESHARD_TRIES  => 3,     # redis-cli --cluster reshard runs at most, a refused one retried
+    S8_RESHARD_TIME   => 60,    # seconds for them all, waits for the cluster to settle included
     RSS_GROWTH_MAX  => 0.20,
 };
 
@@ -1656,32 +1660,104 @@ sub cluster_start {
         my $pid = spawn("redis-server cluster $port", "$dir/log", $REDIS,
             '--bind', '127.0.0.1', '--port', $port, '--cluster-port', free_port(), '--dir', $dir,
             '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--cluster-enabled', 'yes',
-            '--cluster-config-file', "$dir/nodes.conf", '--cluster-node-timeout', '1000');
+            '--cluster-config-file', "$dir/nodes.conf", '--cluster-node-timeout', '1000',
+            '--repl-diskless-sync-delay', '0');
         my $deadline = time + STARTUP_TIMEOUT;
         sleep 0.05 until time > $deadline || (eval { redis_command_at($port, 'PING') } // '') eq 'PONG';
         die "stress.pl: cluster node $port did not start\n" unless running($pid);
     }
     my $out = `$REDIS_CLI --cluster create @{[ map { "127.0.0.1:$_" } @ports ]} --cluster-replicas 1 --cluster-yes 2>&1`;
     die "stress.pl: redis-cli --cluster create failed:\n$out" if $?;
-    my $deadline = time + 30;
-    until (time > $deadline) {
-        last unless grep { (eval { redis_command_at($_, 'CLUSTER', 'INFO') } // '') !~ /cluster_state:ok/ } @ports;
-        sleep 0.1;
-    }
+    my $why = cluster_await(\@ports, S8_SETTLE_TIMEOUT);
+    die "stress.pl: the new cluster did not settle within ${\ S8_SETTLE_TIMEOUT } s: $why\n" if $why ne '';
     return @ports;
 }
 
-# CLUSTER NODES as { port => { id, master (bool), master_id } }.
+# CLUSTER NODES as { port => { id, master (bool), master_id, flags, epoch,
+# slots (count), ranges (the slots as listed), open (slots migrating or
+# importing) } }.
 sub cluster_nodes {
     my ($port) = @_;
     my %n;
     for my $line (split /\n/, redis_command_at($port, 'CLUSTER', 'NODES')) {
-        my ($id, $addr, $flags, $master_id) = split ' ', $line;
+        my ($id, $addr, $flags, $master_id, undef, undef, $epoch, undef, @slots) = split ' ', $line;
         my ($p) = $addr =~ /:(\d+)/;
+        my @open = grep { /^\[/ } @slots;
+        my @owned = grep { !/^\[/ } @slots;
+        my $count = 0;
+        $count += /^(\d+)-(\d+)$/ ? $2 - $1 + 1 : 1 for @owned;
         $n{$p} = { id => $id, master => $flags =~ /master/ ? 1 : 0, master_id => $master_id,
-                   failed => $flags =~ /fail/ ? 1 : 0 };
+                   failed => $flags =~ /fail/ ? 1 : 0, flags => $flags, epoch => $epoch,
+                   slots => $count, ranges => "@owned", open => scalar @open };
     }
     return \%n;
+}
+
+# Why the cluster on @$ports has not settled yet, '' once it has: every node
+# answers and reports cluster_state:ok; all of them give the same CLUSTER
+# NODES (the same nodes, roles, masters, config epochs and slots; nobody
+# flagged failing, in handshake or without address; no slot migrating or
+# importing) and the same CLUSTER INFO counts and current epoch; every node's
+# own INFO replication says what that view says (master, or replica of that
+# master with its link up). %roles adds what the view must say: port =>
+# 'master', or port => the port of its master.
+sub cluster_unsettled {
+    my ($ports, %roles) = @_;
+    my ($view, $counts, $first);
+    for my $port (@$ports) {
+        my $info = eval { redis_command_at($port, 'CLUSTER', 'INFO') } // return "$port does not answer";
+        my %f = $info =~ /^(cluster_\w+):(\S+)/mg;
+        return "$port reports cluster_state:" . ($f{cluster_state} // '?') if ($f{cluster_state} // '') ne 'ok';
+        my $c = join ' ', map { "$_:" . ($f{$_} // '?') } qw(cluster_slots_assigned cluster_slots_ok
+            cluster_slots_pfail cluster_slots_fail cluster_known_nodes cluster_size cluster_current_epoch);
+        my $nodes = eval { cluster_nodes($port) } // return "$port does not answer CLUSTER NODES";
+        return "$port knows " . keys(%$nodes) . ' nodes, not ' . @$ports if keys %$nodes != @$ports;
+        for my $p (sort keys %$nodes) {
+            my $n = $nodes->{$p};
+            return "$port sees $p as $n->{flags}" if $n->{flags} =~ /fail|handshake|noaddr/;
+            return "$port has $n->{open} slots migrating or importing" if $n->{open};
+        }
+        my %port_of = map { $nodes->{$_}{id} => $_ } keys %$nodes;
+        my $v = join "\n", map { my $n = $nodes->{$_};
+                                 join ' ', $_, $n->{id}, $n->{master} ? 'master' : 'replica of ' . ($port_of{ $n->{master_id} } // '?'),
+                                           "epoch $n->{epoch}", $n->{ranges} } sort keys %$nodes;
+        if (!defined $first) {
+            ($view, $counts, $first) = ($v, $c, $port);
+            for my $p (sort keys %roles) {
+                my $want = $roles{$p} eq 'master' ? 'master' : "replica of $roles{$p}";
+                return "$port sees $p as " . ($nodes->{$p}{master} ? 'master' : 'replica') . ", not $want"
+                    unless $view =~ /^\Q$p\E \S+ \Q$want\E /m;
+            }
+        }
+        return "CLUSTER NODES differs between $first and $port" if $v ne $view;
+        return "CLUSTER INFO differs between $first and $port ($counts; $c)" if $c ne $counts;
+    }
+    for my $port (@$ports) {
+        my $repl = eval { redis_command_at($port, 'INFO', 'replication') } // return "$port does not answer INFO";
+        my ($role) = $repl =~ /^role:(\w+)/m;
+        my ($want) = $view =~ /^\Q$port\E \S+ (master|replica of \d+)/m or return "$port is not in the cluster view";
+        if ($want eq 'master') {
+            return "$port reports role:" . ($role // '?') . ', not master' if ($role // '') ne 'master';
+        } else {
+            my ($mport) = $want =~ /(\d+)$/;
+            return "$port reports role:" . ($role // '?') . ', not slave' if ($role // '') ne 'slave';
+            return "$port replicates " . ($repl =~ /^master_port:(\d+)/m ? $1 : '?') . ", not $mport"
+                unless $repl =~ /^master_port:\Q$mport\E\r?$/m;
+            return "$port has its link to $mport down" unless $repl =~ /^master_link_status:up\r?$/m;
+        }
+    }
+    return '';
+}
+
+# Waits (at most $secs seconds) until the cluster has settled; '' then, else why not.
+sub cluster_await {
+    my ($ports, $secs, %roles) = @_;
+    my $deadline = time + $secs;
+    while (1) {
+        my $why = cluster_unsettled($ports, %roles);
+        return $why if $why eq '' || time > $deadline;
+        sleep 0.1;
+    }
 }
 
 sub cluster_errors {
@@ -1695,8 +1771,8 @@ sub cluster_errors {
 }
 
 sub scenario8 {
-    my $sc = scenario_begin(8, "$S8_KEYS keys through a Redis Cluster (3 masters, 3 replicas) while "
-                               . "$S8_SLOTS slots are resharded and a master fails over");
+    my $sc = scenario_begin(8, "$S8_KEYS keys through a Redis Cluster (3 masters, 3 replicas) while a master "
+                               . "fails over and then $S8_SLOTS slots are resharded");
     my @ports = cluster_start();
     note('cluster nodes on ports ' . join(' ', @ports));
     my $seeds = join ' ', map { "127.0.0.1:$_" } @ports[0 .. 2];
@@ -1706,45 +1782,121 @@ sub scenario8 {
     my @keys = map { { path => "/s8/k$_", key => "s8-key-$_", body => "{\"order\":$_}",
                        query => ($_ % 4 == 0 ? '?sleep=0.2' : '?sleep=0.02') } } 1 .. $S8_KEYS;
     my @events;
-    my ($reshard_pid, $reshard_at, $resharded, $promoted, $failover_at, $failed_over);
+    my ($from, $to, $third, $promoted, $to_slots);
+    my ($failover_at, $took_over, $failed_over, $next_probe, $unsettled);
+    my ($reshard_pid, $reshard_at, $reshard_first, $reshard_tries, $resharded) = (undef, 0, undef, 0, 0);
     my $t_start = time;
     my $event = sub { push @events, sprintf('%.2fs: %s', time - $t_start, $_[0]); note($events[-1]) };
-    # The reshard moves slots between two masters; the third master fails
-    # over to its replica while the reshard runs.
+    # A master fails over to its replica; once every node agrees that it
+    # has, slots move between the two other masters. redis-cli --cluster
+    # reshard sends CLUSTER SETSLOT to the masters it found when it started,
+    # so a master demoted meanwhile would refuse it.
     my $on_tick = sub {
         my ($p) = @_;
         my $progress = $p->{completed};
         my $now = time;
-        if (!$reshard_pid && $progress >= 0.1 * $S8_KEYS) {
+        if (!$failover_at && $progress >= 0.1 * $S8_KEYS) {
             my $nodes = cluster_nodes($ports[0]);
-            my ($from, $to, $third) = grep { $nodes->{$_}{master} } sort { $a <=> $b } keys %$nodes;
-            $reshard_pid = spawn('redis-cli --cluster reshard', "$TMP/reshard.log", $REDIS_CLI, '--cluster', 'reshard',
-                                 "127.0.0.1:$ports[0]", '--cluster-from', $nodes->{$from}{id}, '--cluster-to',
-                                 $nodes->{$to}{id}, '--cluster-slots', $S8_SLOTS, '--cluster-yes');
+            ($from, $to, $third) = grep { $nodes->{$_}{master} } sort { $a <=> $b } keys %$nodes;
             ($promoted) = grep { !$nodes->{$_}{master} && $nodes->{$_}{master_id} eq $nodes->{$third}{id} } keys %$nodes;
-            $reshard_at = $now;
-            $event->("resharding $S8_SLOTS slots from $from to $to (redis-cli pid $reshard_pid) after $progress answers");
-        }
-        if ($reshard_pid && !$failover_at && $now - $reshard_at >= 1) {
+            $to_slots = $nodes->{$to}{slots};
             redis_command_at($promoted, 'CLUSTER', 'FAILOVER');
             $failover_at = $now;
-            $event->("CLUSTER FAILOVER on $promoted (a replica) after $progress answers");
+            $event->("CLUSTER FAILOVER on $promoted (the replica of $third) after $progress answers");
         }
-        if ($failover_at && !$failed_over) {
-            if ((eval { redis_command_at($promoted, 'INFO', 'replication') } // '') =~ /role:master/) {
-                $failed_over = 1;
+        return 0 if !$failover_at || $resharded;
+        if (!$failed_over) {
+            return 1 if $now < ($next_probe // 0);
+            $next_probe = $now + 0.1;
+            if (!$took_over && (eval { redis_command_at($promoted, 'INFO', 'replication') } // '') =~ /^role:master/m) {
+                $took_over = 1;
                 $event->(sprintf '%d is master, %.2f s after CLUSTER FAILOVER', $promoted, $now - $failover_at);
-            } elsif ($now - $failover_at > 20) {
-                fail($sc, "the replica $promoted did not take over within 20 s");
-                $failed_over = 1;
             }
+            my $why = cluster_unsettled(\@ports, $promoted => 'master', $third => $promoted);
+            if ($why eq '') {
+                $failed_over = 1;
+                $event->(sprintf 'every node agrees: %d master, %d its replica, cluster_state:ok; %.2f s after CLUSTER FAILOVER',
+                         $promoted, $third, $now - $failover_at);
+            } elsif (!$took_over && $now - $failover_at > 20) {
+                fail($sc, "the replica $promoted did not take over within 20 s");
+                $failed_over = $resharded = 1;
+            } elsif ($now - $failover_at > S8_SETTLE_TIMEOUT) {
+                fail($sc, "the failover did not settle within ${\ S8_SETTLE_TIMEOUT } s: $why");
+                $failed_over = $resharded = 1;
+            } elsif ($why ne ($unsettled // '')) {
+                vnote("not settled: $why");
+                $unsettled = $why;
+            }
+            return 1;
         }
-        if ($reshard_pid && !$resharded && !running($reshard_pid)) {
+        # The reshard: a run that fails is retried, for the slots still to
+        # move, once the cluster has settled again; S8_RESHARD_TRIES runs
+        # within S8_RESHARD_TIME seconds at most.
+        $reshard_first //= $now;
+        my $log = "$TMP/reshard.$reshard_tries.log";
+        if ($reshard_pid) {
+            if (running($reshard_pid)) {
+                return 1 if $now - $reshard_first <= S8_RESHARD_TIME;
+                stop_pid($reshard_pid, 'TERM');
+                fail($sc, "redis-cli --cluster reshard ran past ${\ S8_RESHARD_TIME } s; see $log");
+                $resharded = 1;
+                return 0;
+            }
+            my $status = $EXIT{$reshard_pid} // -1;
+            my $owned = eval { cluster_nodes($to)->{$to}{slots} };
+            my $moved = defined $owned ? $owned - $to_slots : '?';
+            $reshard_pid = undef;
+            if ($status == 0) {
+                $resharded = 1;
+                $event->(sprintf 'resharding done in %.2f s (%s slots moved)', $now - $reshard_at, $moved);
+                fail($sc, "$moved slots moved from $from to $to, not $S8_SLOTS") if $moved ne $S8_SLOTS;
+                return 0;
+            }
+            my $err = 'no error message';
+            if (open my $lh, '<', $log) {
+                while (<$lh>) { $err = $1 if /((?:\[ERR\]|\S+ failed:|ERR ).*\S)/ }
+            }
+            $err =~ s/\e\[[\d;]*m//g;
+            $event->(sprintf 'redis-cli --cluster reshard refused after %.2f s (exit status %s, %s slots moved): %s',
+                     $now - $reshard_at, $status, $moved, $err);
+            if ($reshard_tries >= S8_RESHARD_TRIES) {
+                fail($sc, "redis-cli --cluster reshard refused $reshard_tries times; see $log");
+                $resharded = 1;
+                return 0;
+            }
+            $next_probe = $now + 0.2 * $reshard_tries;
+            $unsettled = undef;
+        }
+        return 1 if $now < $next_probe;
+        $next_probe = $now + 0.1;
+        my $why = $reshard_tries ? cluster_unsettled(\@ports, $promoted => 'master', $third => $promoted) : '';
+        my $nodes = $why eq '' ? eval { cluster_nodes($to) } : undef;
+        $why = "$to does not answer CLUSTER NODES" if $why eq '' && !$nodes;
+        if ($why ne '') {
+            if ($now - $reshard_first > S8_RESHARD_TIME) {
+                fail($sc, "the cluster did not settle for another reshard within ${\ S8_RESHARD_TIME } s: $why");
+                $resharded = 1;
+                return 0;
+            }
+            vnote("not settled: $why") if $why ne ($unsettled // '');
+            $unsettled = $why;
+            return 1;
+        }
+        my $slots = $S8_SLOTS - ($nodes->{$to}{slots} - $to_slots);
+        if ($slots <= 0) {
             $resharded = 1;
-            $event->(sprintf 'resharding done in %.2f s (exit status %s)', $now - $reshard_at, $EXIT{$reshard_pid} // '?');
-            fail($sc, "redis-cli --cluster reshard failed; see $TMP/reshard.log") if $EXIT{$reshard_pid};
+            $event->("$S8_SLOTS slots moved from $from to $to");
+            return 0;
         }
-        return $reshard_pid && !($resharded && $failed_over);
+        $reshard_tries++;
+        $log = "$TMP/reshard.$reshard_tries.log";
+        $reshard_pid = spawn('redis-cli --cluster reshard', $log, $REDIS_CLI, '--cluster', 'reshard',
+                             "127.0.0.1:$ports[0]", '--cluster-from', $nodes->{$from}{id}, '--cluster-to',
+                             $nodes->{$to}{id}, '--cluster-slots', $slots, '--cluster-yes');
+        $reshard_at = $now;
+        $event->("resharding $slots slots from $from to $to (redis-cli pid $reshard_pid, run $reshard_tries) "
+                 . "after $progress answers");
+        return 1;
     };
     my $st = keyed_load(sc => $sc, keys => \@keys, port => $ng->{port}, on_tick => $on_tick,
                         max_attempts => 60, key_time => 90, time_limit => 120);
