@@ -81,6 +81,10 @@ ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, const Problem& p)
                               &type, &title, status, &detail);
 
     r->headers_out.status = status;
+    if (status == 422) {
+        // nginx 1.22 has no reason phrase for 422 and would send "422 "
+        ngx_str_set(&r->headers_out.status_line, "422 Unprocessable Content");
+    }
     ngx_str_set(&r->headers_out.content_type, "application/problem+json");
     r->headers_out.content_type_len = r->headers_out.content_type.len;
     r->headers_out.content_type_lowcase = nullptr;

@@ -30,6 +30,8 @@ Idempotency-Key: fp-body
 ["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
  "X-Idempotency-Status: mismatch\nContent-Type: application/problem+json\n!X-Upstream-Execution",
  "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
+--- raw_response_headers_like eval
+[qr/\AHTTP\/1\.1 201 Created\r\n/, qr/\AHTTP\/1\.1 422 Unprocessable Content\r\n/, qr/\AHTTP\/1\.1 201 Created\r\n/]
 --- response_body_like eval
 [qr/"execution":1,/,
  qr/\A\{(?=.*"status":422[,}])(?=.*"type":")(?=.*"title":")(?=.*"detail":").*\}\z/s,
