@@ -255,6 +255,16 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
                            "with \"idempotency_zone\", in this location or an enclosing block");
         return static_cast<char*>(NGX_CONF_ERROR);
     }
+    if (conf->enable && conf->key == nullptr && ngx_strlchr(conf->header.data, conf->header.data + conf->header.len, '_')) {
+        auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module));
+        if (!cscf->underscores_in_headers && cscf->ignore_invalid_headers) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"idempotency_header\" \"%V\" has an underscore: nginx drops such request headers "
+                               "unless \"underscores_in_headers on\" (or \"ignore_invalid_headers off\") is set "
+                               "for the server, so no request would ever carry the key", &conf->header);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
     if (conf->ttl == 0 || conf->lock_ttl == 0 || conf->redis_timeout == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"idempotency_ttl\", \"idempotency_lock_ttl\" and \"idempotency_redis_timeout\" must be greater than 0");

@@ -167,3 +167,37 @@ Idempotency-Key: conf-redis-down
 [qr/"status":503/, qr/\A0\z/]
 --- no_error_log
 [emerg]
+
+
+=== TEST 10: idempotency_header with an underscore, which nginx drops from requests by default
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_header X_Request_Key;
+    proxy_pass http://backend;
+}
+--- must_die
+--- error_log eval
+qr/\[emerg\] .*"idempotency_header" "X_Request_Key" has an underscore.*"underscores_in_headers on"/
+
+
+=== TEST 11: ... accepted once the server lets such headers through, and the key is read from it
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+underscores_in_headers on;
+location / {
+    idempotency on;
+    idempotency_header X_Request_Key;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /cfg/21\nx", "POST /cfg/21\nx"]
+--- more_headers
+X_Request_Key: underscore-21
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["!Idempotent-Replayed\nX-Upstream-Execution: 1", "Idempotent-Replayed: true\nX-Upstream-Execution: 1"]
