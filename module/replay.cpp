@@ -16,6 +16,70 @@ bool equals_ci(std::string_view a, std::string_view b)
                               reinterpret_cast<u_char*>(const_cast<char*>(b.data())), a.size()) == 0;
 }
 
+// Headers nginx keeps a pointer to besides the list, as the upstream module
+// sets them for the original response: the filters after the capture look
+// there (gzip at Content-Encoding, expires at Expires and Cache-Control,
+// not_modified at Last-Modified and ETag), so a replay has them where the
+// original had them and the filters treat both alike.
+struct KeptHeader {
+    std::string_view name;
+    ngx_table_elt_t* ngx_http_headers_out_t::*field;
+};
+
+constexpr KeptHeader kept_headers[] = {
+    {"Content-Encoding", &ngx_http_headers_out_t::content_encoding},
+    {"Location", &ngx_http_headers_out_t::location},
+    {"Refresh", &ngx_http_headers_out_t::refresh},
+    {"Last-Modified", &ngx_http_headers_out_t::last_modified},
+    {"Content-Range", &ngx_http_headers_out_t::content_range},
+    {"Accept-Ranges", &ngx_http_headers_out_t::accept_ranges},
+    {"Expires", &ngx_http_headers_out_t::expires},
+    {"ETag", &ngx_http_headers_out_t::etag},
+};
+
+struct KeptHeaders {
+    std::string_view name;
+    ngx_array_t ngx_http_headers_out_t::*field;
+};
+
+constexpr KeptHeaders kept_header_lists[] = {
+    {"Cache-Control", &ngx_http_headers_out_t::cache_control},
+    {"Link", &ngx_http_headers_out_t::link},
+};
+
+// Files the list entry `h` where nginx keeps a header of its name.
+bool keep_where_nginx_does(ngx_http_request_t* r, ngx_table_elt_t* h, std::string_view name)
+{
+    ngx_http_headers_out_t& out = r->headers_out;
+    for (const auto& k : kept_headers) {
+        if (equals_ci(name, k.name)) {
+            if (k.field == &ngx_http_headers_out_t::location && h->value.len > 0 && h->value.data[0] == '/') {
+                return true;  // left relative, as the upstream module leaves it
+            }
+            out.*k.field = h;
+            if (k.field == &ngx_http_headers_out_t::last_modified) {
+                out.last_modified_time = ngx_parse_http_time(h->value.data, h->value.len);
+            }
+            return true;
+        }
+    }
+    for (const auto& k : kept_header_lists) {
+        if (equals_ci(name, k.name)) {
+            ngx_array_t& list = out.*k.field;
+            if (list.elts == nullptr && ngx_array_init(&list, r->pool, 2, sizeof(ngx_table_elt_t*)) != NGX_OK) {
+                return false;
+            }
+            auto* slot = static_cast<ngx_table_elt_t**>(ngx_array_push(&list));
+            if (slot == nullptr) {
+                return false;
+            }
+            *slot = h;
+            return true;
+        }
+    }
+    return true;
+}
+
 ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
 {
     r->headers_out.status = record.status;
@@ -30,7 +94,8 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
             r->headers_out.content_type_lowcase = nullptr;
             continue;
         }
-        if (!add_header(r, h.name, h.value)) {
+        ngx_table_elt_t* entry = add_header(r, h.name, h.value);
+        if (entry == nullptr || !keep_where_nginx_does(r, entry, h.name)) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
     }

@@ -4,17 +4,17 @@
 
 namespace idem {
 
-bool add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept
+ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept
 {
     auto* h = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.headers));
     if (h == nullptr) {
-        return false;
+        return nullptr;
     }
     h->hash = 1;
     h->key = {name.size(), bytes(name)};
     h->value = {value.size(), bytes(value)};
     h->lowcase_key = nullptr;
-    return true;
+    return h;
 }
 
 ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body) noexcept

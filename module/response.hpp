@@ -36,8 +36,9 @@ void for_each_header(ngx_list_t& list, F&& f)
     for_each_entry<ngx_table_elt_t>(list, std::forward<F>(f));
 }
 
-// Appends a response header; name and value must live as long as the request.
-bool add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept;
+// Appends a response header; name and value must live as long as the
+// request. Returns the list entry, nullptr when out of memory.
+ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept;
 
 // Sends the response header (status and headers already set), then `body`
 // as the whole response body, with Content-Length.
