@@ -1,6 +1,7 @@
 // access.cpp — the pre-content phase handler, run once nginx's access checks
 // admitted the request: a small per-request state machine.
-//   key header -> read the whole body -> fingerprint -> claim in the store
+//   key header -> read the whole body -> fingerprint (body_fingerprint.cpp)
+//   -> claim in the store
 //   -> forward (capture.cpp records the response) or answer: replay, 409,
 //   410, 422, 503.
 // Owns the request context's lifetime: its pool cleanup cancels what is
@@ -10,6 +11,7 @@
 
 #include <cstring>
 
+#include "body_fingerprint.hpp"
 #include "conf.hpp"
 #include "key.hpp"
 #include "log_limit.hpp"
@@ -22,7 +24,6 @@ namespace idem {
 namespace {
 
 constexpr size_t token_length = 16;
-constexpr size_t body_read_chunk = 64 * 1024;
 constexpr ngx_msec_t first_wait_delay = 25;   // idempotency_wait backoff: 25 ms ...
 constexpr ngx_msec_t max_wait_delay = 500;    // ... doubling up to 500 ms
 
@@ -234,45 +235,6 @@ void on_claim_timeout(ngx_event_t* ev)
 
 // ------------------------------------------------------------- the claim
 
-bool fingerprint_request(ngx_http_request_t* r, Digest& out)
-{
-    Fingerprinter fp(view(r->method_name), view(r->unparsed_uri));
-    if (!fp.ok()) {
-        return false;
-    }
-    if (r->request_body != nullptr) {
-        u_char* chunk = nullptr;
-        for (ngx_chain_t* cl = r->request_body->bufs; cl; cl = cl->next) {
-            ngx_buf_t* b = cl->buf;
-            if (ngx_buf_in_memory(b)) {
-                fp.add_body(b->pos, static_cast<size_t>(b->last - b->pos));
-                continue;
-            }
-            if (!b->in_file) {
-                continue;
-            }
-            // The body spilled to a temporary file: hash it in chunks.
-            if (chunk == nullptr && (chunk = static_cast<u_char*>(ngx_palloc(r->pool, body_read_chunk))) == nullptr) {
-                return false;
-            }
-            for (off_t pos = b->file_pos; pos < b->file_last;) {
-                size_t want = static_cast<size_t>(ngx_min(static_cast<off_t>(body_read_chunk), b->file_last - pos));
-                ssize_t n = ngx_read_file(b->file, chunk, want, pos);
-                if (n <= 0) {
-                    return false;
-                }
-                fp.add_body(chunk, static_cast<size_t>(n));
-                pos += n;
-            }
-        }
-        if (chunk != nullptr) {
-            ngx_pfree(r->pool, chunk);
-        }
-    }
-    out = fp.finish();
-    return true;
-}
-
 // The claim token only has to be unique, so that a claim can be told from
 // any other (fencing), not secret: 8 random bytes drawn once per worker,
 // then a counter. Drawing 16 random bytes per request cost more than the
@@ -317,19 +279,22 @@ bool make_claim_record(ngx_http_request_t* r, RequestCtx* ctx)
     return ctx->claim.len == size;
 }
 
-// The whole body is here (memory, temporary file, de-chunked): fingerprint
-// it and claim the key.
-void body_ready(ngx_http_request_t* r)
+// The request is fingerprinted: claim the key.
+void fingerprinted(ngx_http_request_t* r, bool ok)
 {
     RequestCtx* ctx = find_ctx(r);
-
-    if (!fingerprint_request(r, ctx->fingerprint) || !make_claim_record(r, ctx)) {
+    if (!ok || !make_claim_record(r, ctx)) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: cannot fingerprint the request");
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
-
     start_claim(r, ctx);
+}
+
+// The whole body is here (memory, temporary file, de-chunked).
+void body_ready(ngx_http_request_t* r)
+{
+    fingerprint_request(r, find_ctx(r)->fingerprint, fingerprinted);
 }
 
 void start_claim(ngx_http_request_t* r, RequestCtx* ctx)

@@ -148,3 +148,68 @@ location / {
 [qr/"execution":1,"body_length":10,/, qr/"execution":1,"body_length":10,/, qr/"status":422[,}]/]
 --- no_error_log
 [error]
+
+
+=== TEST 6: a large upload in a temporary file is hashed a slice at a time: another request on the worker is answered meanwhile
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location /big/ {
+    idempotency on;
+    client_max_body_size 200m;
+    client_body_buffer_size 16k;
+    try_files /nonexistent @stored;
+}
+location @stored {
+    return 201 "stored\n";
+}
+location = /probe {
+    return 204;
+}
+--- init
+use IO::Socket::INET;
+use Time::HiRes ();
+my $size = 96 * 1024 * 1024;
+open my $errlog, '<', $Test::Nginx::Util::ErrLogFile or die "no error log: $!\n";
+seek $errlog, 0, 2;
+my $post = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => IdempotencyTest::nginx_port(), Proto => 'tcp')
+    or die "connect: $!\n";
+print {$post} "POST /big/6 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    . "Idempotency-Key: fp-big\r\nContent-Length: $size\r\n\r\n";
+my $chunk = 'x' x (1024 * 1024);
+print {$post} $chunk for 1 .. $size / length $chunk;
+$post->flush;
+# the first slice of the hash is logged: send the probe now (the log is
+# followed as it grows, a millisecond apart, for at most 30 s)
+my ($hashing, $deadline) = (0, time + 30);
+until ($hashing || time > $deadline) {
+    while (my $line = <$errlog>) {
+        $hashing = 1, last if $line =~ /fingerprinted \d+ of $size bytes/;
+    }
+    seek $errlog, 0, 1;
+    Time::HiRes::sleep(0.001) unless $hashing;
+}
+die "the body was not hashed in slices\n" unless $hashing;
+my $probe = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => IdempotencyTest::nginx_port(), Proto => 'tcp')
+    or die "connect: $!\n";
+print {$probe} "GET /probe HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+my $answer = do { local $/; <$probe> } // '';
+Test::More::like($answer, qr{\AHTTP/1\.1 204 }, 'TEST 6: the probe is answered');
+my $stored = do { local $/; <$post> } // '';
+Test::More::like($stored, qr{\AHTTP/1\.1 201 .*\r\n\r\nstored\n\z}s, 'TEST 6: the upload is answered after its hash');
+seek $errlog, 0, 0;
+my ($first, $last, $probed, $i) = (undef, undef, undef, 0);
+while (my $line = <$errlog>) {
+    if ($line =~ /fingerprinted (\d+) of $size bytes/) {
+        $first //= $i;
+        $last = $i if $1 == $size;
+    }
+    $probed //= $i if $line =~ m{"GET /probe HTTP/1\.1"};
+    $i++;
+}
+Test::More::ok(defined $first && defined $last && defined $probed && $first < $probed && $probed < $last,
+               'TEST 6: the probe was served between the first and the last slice of the hash')
+    or Test::More::diag("first slice at line " . ($first // '-') . ", last at " . ($last // '-') . ", probe at " . ($probed // '-'));
+--- request
+GET /probe
+--- error_code: 204
