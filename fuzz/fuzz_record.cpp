@@ -62,18 +62,26 @@ void check_round_trip(std::string_view bytes, const Record& record)
         while (reader.next(h)) {
             headers.push_back(h);
         }
+        std::vector<Header> trailers;
+        idem::HeaderReader trailer_reader = idem::HeaderReader::trailers(record);
+        while (trailer_reader.next(h)) {
+            trailers.push_back(h);
+        }
+        const idem::ResponseExtras extras{record.flags, trailers.data(), trailers.size()};
+        // a version 2 record always has extras, a version 1 record none
+        FUZZ_CHECK(extras.any() == (static_cast<std::uint8_t>(bytes[3]) == idem::record_version_extras));
         const std::size_t size =
-            idem::response_size(headers.data(), headers.size(), record.body.size());
+            idem::response_size(headers.data(), headers.size(), record.body.size(), extras);
         FUZZ_CHECK(size == bytes.size());
         out.resize(size);
         char* body = idem::encode_response_head(out.data(), record.fingerprint, record.status,
                                                 headers.data(), headers.size(),
-                                                record.body.size());
+                                                record.body.size(), extras);
         FUZZ_CHECK(body != nullptr);
-        FUZZ_CHECK(body + record.body.size() == out.data() + out.size());
         if (!record.body.empty()) {
             std::memcpy(body, record.body.data(), record.body.size());
         }
+        FUZZ_CHECK(idem::encode_response_tail(body + record.body.size(), extras) == out.data() + out.size());
         break;
     }
     case RecordKind::unreplayable:
@@ -92,15 +100,19 @@ void check_round_trip(std::string_view bytes, const Record& record)
 void check_record(std::string_view bytes, const Record& record)
 {
     FUZZ_CHECK(bytes.size() >= 3 + 1 + 1 + 32);
-    FUZZ_CHECK(std::memcmp(bytes.data(), "IDM\x01", 4) == 0);
+    FUZZ_CHECK(std::memcmp(bytes.data(), "IDM", 3) == 0);
+    FUZZ_CHECK(bytes[3] == idem::record_version || bytes[3] == idem::record_version_extras);
     FUZZ_CHECK(static_cast<std::uint8_t>(bytes[4]) == static_cast<std::uint8_t>(record.kind));
     FUZZ_CHECK(std::memcmp(bytes.data() + 5, record.fingerprint.data(), 32) == 0);
     FUZZ_CHECK(inside(record.token, bytes));
     FUZZ_CHECK(inside(record.headers, bytes));
     FUZZ_CHECK(inside(record.body, bytes));
+    FUZZ_CHECK(inside(record.trailers, bytes));
+    FUZZ_CHECK((record.flags & ~idem::known_response_flags) == 0);
     FUZZ_CHECK(record.token.size() <= idem::max_token_length);
     if (record.kind != RecordKind::response) {
         FUZZ_CHECK(record.header_count == 0 && record.headers.empty() && record.body.empty());
+        FUZZ_CHECK(record.flags == 0 && record.trailer_count == 0 && record.trailers.empty());
     }
     if (record.kind != RecordKind::claim) {
         FUZZ_CHECK(record.token.empty());

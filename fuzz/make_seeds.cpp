@@ -51,12 +51,15 @@ std::string claim(const idem::Digest& fp, const std::string& token)
 }
 
 std::string response(const idem::Digest& fp, std::uint16_t status,
-                     const std::vector<idem::Header>& headers, const std::string& body)
+                     const std::vector<idem::Header>& headers, const std::string& body,
+                     std::uint8_t flags = 0, const std::vector<idem::Header>& trailers = {})
 {
-    std::string out(idem::response_size(headers.data(), headers.size(), body.size()), '\0');
+    const idem::ResponseExtras extras{flags, trailers.data(), trailers.size()};
+    std::string out(idem::response_size(headers.data(), headers.size(), body.size(), extras), '\0');
     char* at = idem::encode_response_head(out.data(), fp, status, headers.data(),
-                                          headers.size(), body.size());
+                                          headers.size(), body.size(), extras);
     body.copy(at, body.size());
+    idem::encode_response_tail(at + body.size(), extras);
     return out;
 }
 
@@ -151,6 +154,9 @@ void record_seeds()
     seed(t, "response_empty_name_value", response(fp, 200, {{"", ""}, {"X", ""}}, "ok"));
     seed(t, "response_binary_body", response(fp, 200, {{"Content-Type", "application/octet-stream"}}, binary));
     seed(t, "response_1k_body", response(fp, 500, {{"Retry-After", "5"}}, std::string(1024, 'b')));
+    seed(t, "response_ranges", response(fp, 200, typical, "0123456789", idem::allow_ranges | idem::single_range));
+    seed(t, "response_trailers", response(fp, 200, {{"Content-Type", "application/grpc"}}, std::string("\0\0\0\0\2hi", 7),
+                                          idem::expect_trailers, {{"grpc-status", "0"}, {"grpc-message", "ok"}}));
     seed(t, "unreplayable_413", unreplayable(fp, 413));
     seed(t, "unreplayable_0", unreplayable(fp, 0));
     seed(t, "unreplayable_65535", unreplayable(fp, 65535));

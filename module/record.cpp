@@ -68,10 +68,11 @@ char* put_bytes(char* out, const void* data, std::size_t size) noexcept
     return out + size;
 }
 
-char* put_prefix(char* out, RecordKind kind, const Digest& fingerprint) noexcept
+char* put_prefix(char* out, RecordKind kind, const Digest& fingerprint,
+                 std::uint8_t version = record_version) noexcept
 {
     out = put_bytes(out, magic, sizeof magic);
-    out = put<std::uint8_t>(out, record_version);
+    out = put<std::uint8_t>(out, version);
     out = put<std::uint8_t>(out, static_cast<std::uint8_t>(kind));
     return put_bytes(out, fingerprint.data(), fingerprint.size());
 }
@@ -85,28 +86,73 @@ bool read_header(Cursor& cursor, Header& out) noexcept
            && cursor.read(value_len) && cursor.take(value_len, out.value);
 }
 
-bool decode_response(Cursor& cursor, Record& record) noexcept
-{
-    if (!cursor.read(record.status) || !cursor.read(record.header_count)) {
-        return false;
-    }
-    // Walk the entries now so HeaderReader can rely on them adding up.
-    const std::string_view headers_start = cursor.rest();
-    Header header;
-    for (std::uint16_t i = 0; i < record.header_count; ++i) {
-        if (!read_header(cursor, header)) {
-            return false;
-        }
-    }
-    record.headers = headers_start.substr(0, headers_start.size() - cursor.rest().size());
-    std::uint32_t body_len = 0;
-    return cursor.read(body_len) && cursor.take(body_len, record.body);
-}
-
 bool fits_header(const Header& header) noexcept
 {
     return header.name.size() <= std::numeric_limits<std::uint16_t>::max()
            && header.value.size() <= std::numeric_limits<std::uint32_t>::max();
+}
+
+// `count` entries, walked now so that HeaderReader can rely on them adding up.
+bool read_entries(Cursor& cursor, std::uint16_t count, std::string_view& out) noexcept
+{
+    const std::string_view start = cursor.rest();
+    Header header;
+    for (std::uint16_t i = 0; i < count; ++i) {
+        if (!read_header(cursor, header)) {
+            return false;
+        }
+    }
+    out = start.substr(0, start.size() - cursor.rest().size());
+    return true;
+}
+
+bool decode_response(Cursor& cursor, Record& record, bool extras) noexcept
+{
+    if (!cursor.read(record.status)) {
+        return false;
+    }
+    if (extras && (!cursor.read(record.flags) || (record.flags & ~known_response_flags) != 0)) {
+        return false;
+    }
+    std::uint32_t body_len = 0;
+    if (!cursor.read(record.header_count) || !read_entries(cursor, record.header_count, record.headers)
+        || !cursor.read(body_len) || !cursor.take(body_len, record.body)) {
+        return false;
+    }
+    if (!extras) {
+        return true;
+    }
+    // a response without flags or trailers is written as version 1: one
+    // encoding per record
+    return cursor.read(record.trailer_count) && read_entries(cursor, record.trailer_count, record.trailers)
+           && (record.flags != 0 || record.trailer_count != 0);
+}
+
+std::size_t entries_size(const Header* entries, std::size_t count) noexcept
+{
+    if (count > std::numeric_limits<std::uint16_t>::max()) {
+        return 0;
+    }
+    std::size_t size = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!fits_header(entries[i])) {
+            return 0;
+        }
+        size += header_entry_overhead + entries[i].name.size() + entries[i].value.size();
+    }
+    return size;
+}
+
+char* put_entries(char* out, const Header* entries, std::size_t count) noexcept
+{
+    out = put<std::uint16_t>(out, static_cast<std::uint16_t>(count));
+    for (std::size_t i = 0; i < count; ++i) {
+        out = put<std::uint16_t>(out, static_cast<std::uint16_t>(entries[i].name.size()));
+        out = put_bytes(out, entries[i].name.data(), entries[i].name.size());
+        out = put<std::uint32_t>(out, static_cast<std::uint32_t>(entries[i].value.size()));
+        out = put_bytes(out, entries[i].value.data(), entries[i].value.size());
+    }
+    return out;
 }
 
 }  // namespace
@@ -120,7 +166,7 @@ std::optional<Record> decode_record(std::string_view bytes) noexcept
     std::string_view fingerprint;
     if (!cursor.take(sizeof magic, found_magic)
         || found_magic != std::string_view(magic, sizeof magic)
-        || !cursor.read(version) || version != record_version
+        || !cursor.read(version) || (version != record_version && version != record_version_extras)
         || !cursor.read(kind) || !cursor.take(Digest().size(), fingerprint)) {
         return std::nullopt;
     }
@@ -129,6 +175,9 @@ std::optional<Record> decode_record(std::string_view bytes) noexcept
     record.kind = static_cast<RecordKind>(kind);
     std::memcpy(record.fingerprint.data(), fingerprint.data(), fingerprint.size());
 
+    if (version == record_version_extras && record.kind != RecordKind::response) {
+        return std::nullopt;  // only a response has extras
+    }
     bool decoded = false;
     switch (record.kind) {
     case RecordKind::claim: {
@@ -137,7 +186,7 @@ std::optional<Record> decode_record(std::string_view bytes) noexcept
         break;
     }
     case RecordKind::response:
-        decoded = decode_response(cursor, record);
+        decoded = decode_response(cursor, record, version == record_version_extras);
         break;
     case RecordKind::unreplayable:
         decoded = cursor.read(record.status);
@@ -184,40 +233,57 @@ std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
     return static_cast<std::size_t>(end - out);
 }
 
-std::size_t response_size(const Header* headers, std::size_t count,
-                          std::size_t body_size) noexcept
+std::size_t response_head_size(const Header* headers, std::size_t count,
+                               const ResponseExtras& extras) noexcept
 {
-    if (count > std::numeric_limits<std::uint16_t>::max()
-        || body_size > std::numeric_limits<std::uint32_t>::max()) {
+    const std::size_t entries = entries_size(headers, count);
+    if (entries == 0 && count != 0) {
         return 0;
     }
-    std::size_t size = prefix_size + 2 + 2 + 4 + body_size;
-    for (std::size_t i = 0; i < count; ++i) {
-        if (!fits_header(headers[i])) {
-            return 0;
-        }
-        size += header_entry_overhead + headers[i].name.size() + headers[i].value.size();
+    return prefix_size + 2 + (extras.any() ? 1 : 0) + 2 + entries + 4;
+}
+
+std::size_t response_tail_size(const ResponseExtras& extras) noexcept
+{
+    if (!extras.any()) {
+        return 0;
     }
-    return size;
+    const std::size_t entries = entries_size(extras.trailers, extras.trailer_count);
+    return entries == 0 && extras.trailer_count != 0 ? 0 : 2 + entries;
+}
+
+std::size_t response_size(const Header* headers, std::size_t count,
+                          std::size_t body_size, const ResponseExtras& extras) noexcept
+{
+    const std::size_t head = response_head_size(headers, count, extras);
+    const std::size_t tail = response_tail_size(extras);
+    if (head == 0 || (extras.any() && tail == 0) || body_size > std::numeric_limits<std::uint32_t>::max()) {
+        return 0;
+    }
+    return head + body_size + tail;
 }
 
 char* encode_response_head(char* out, const Digest& fingerprint,
                            std::uint16_t status, const Header* headers,
-                           std::size_t count, std::size_t body_size) noexcept
+                           std::size_t count, std::size_t body_size,
+                           const ResponseExtras& extras) noexcept
 {
-    if (response_size(headers, count, body_size) == 0) {
+    if (response_size(headers, count, body_size, extras) == 0) {
         return nullptr;
     }
-    out = put_prefix(out, RecordKind::response, fingerprint);
+    out = put_prefix(out, RecordKind::response, fingerprint,
+                     extras.any() ? record_version_extras : record_version);
     out = put<std::uint16_t>(out, status);
-    out = put<std::uint16_t>(out, static_cast<std::uint16_t>(count));
-    for (std::size_t i = 0; i < count; ++i) {
-        out = put<std::uint16_t>(out, static_cast<std::uint16_t>(headers[i].name.size()));
-        out = put_bytes(out, headers[i].name.data(), headers[i].name.size());
-        out = put<std::uint32_t>(out, static_cast<std::uint32_t>(headers[i].value.size()));
-        out = put_bytes(out, headers[i].value.data(), headers[i].value.size());
+    if (extras.any()) {
+        out = put<std::uint8_t>(out, extras.flags);
     }
+    out = put_entries(out, headers, count);
     return put<std::uint32_t>(out, static_cast<std::uint32_t>(body_size));
+}
+
+char* encode_response_tail(char* out, const ResponseExtras& extras) noexcept
+{
+    return extras.any() ? put_entries(out, extras.trailers, extras.trailer_count) : out;
 }
 
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,

@@ -6,12 +6,15 @@
 // Layout (all integers big-endian):
 //   "IDM" version(1) kind(1) fingerprint(32)
 //   claim:        token_len(1) token
-//   response:     status(2) header_count(2)
+//   response:     status(2) [flags(1)] header_count(2)
 //                 { name_len(2) name value_len(4) value } * header_count
 //                 body_len(4) body
+//                 [trailer_count(2) { name_len(2) name value_len(4) value } * trailer_count]
 //   unreplayable: status(2)
-// Anything else — wrong magic or version, truncated, trailing bytes — is
-// refused by decode_record.
+// Version 2 adds the bracketed parts to a response; a response without
+// flags or trailers is written as version 1, which every release reads.
+// Anything else — wrong magic or version, unknown flags, truncated,
+// trailing bytes — is refused by decode_record.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +26,8 @@
 
 namespace idem {
 
-constexpr std::uint8_t record_version = 1;
+constexpr std::uint8_t record_version = 1;           // what claims and plain responses are written as
+constexpr std::uint8_t record_version_extras = 2;    // a response with flags or trailers
 
 // What a stored response may hold beyond its body (whose limit is
 // idempotency_max_response_size): a response with more headers, or more
@@ -39,24 +43,52 @@ struct Header {
     std::string_view value;
 };
 
+// How nginx treated a response, beyond its status and headers, that a
+// replay must repeat for the filters after the capture to treat it alike.
+enum ResponseFlag : std::uint8_t {
+    allow_ranges = 1,     // the range filter may answer a Range request from it
+    single_range = 2,     // ... with one range only
+    expect_trailers = 4,  // trailers follow the body (gRPC)
+};
+constexpr std::uint8_t known_response_flags = allow_ranges | single_range | expect_trailers;
+
+// What a response record holds beyond status, headers and body.
+struct ResponseExtras {
+    std::uint8_t flags = 0;
+    const Header* trailers = nullptr;
+    std::size_t trailer_count = 0;
+
+    bool any() const noexcept { return flags != 0 || trailer_count != 0; }
+};
+
 // A decoded record; every view points into the decoded bytes.
 struct Record {
     RecordKind kind;
     Digest fingerprint;
     std::string_view token;       // claim
     std::uint16_t status = 0;     // response, unreplayable
+    std::uint8_t flags = 0;       // response: ResponseFlag bits
     std::uint16_t header_count = 0;
     std::string_view headers;     // response: the encoded header entries
     std::string_view body;        // response
+    std::uint16_t trailer_count = 0;
+    std::string_view trailers;    // response: the encoded trailer entries
 };
 
 std::optional<Record> decode_record(std::string_view bytes) noexcept;
 
-// Walks the headers of a decoded response record in stored order.
+// Walks the headers (or trailers) of a decoded response record in stored
+// order.
 class HeaderReader {
 public:
     explicit HeaderReader(const Record& record) noexcept
         : rest_(record.headers), left_(record.header_count) {}
+    HeaderReader(std::string_view entries, std::uint16_t count) noexcept
+        : rest_(entries), left_(count) {}
+    static HeaderReader trailers(const Record& record) noexcept
+    {
+        return {record.trailers, record.trailer_count};
+    }
     bool next(Header& out) noexcept;
 
 private:
@@ -73,17 +105,25 @@ std::size_t claim_size(std::string_view token) noexcept;
 std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
                          char* out) noexcept;
 
-// Size of a response record with these headers and a body of body_size;
-// 0 if the layout cannot hold them (more than 65535 headers, a name over
-// 65535 bytes, a value or body over 4 GiB - 1).
+// Size of a response record with these headers, a body of body_size and
+// these extras; 0 if the layout cannot hold them (more than 65535 headers or
+// trailers, a name over 65535 bytes, a value or body over 4 GiB - 1).
 std::size_t response_size(const Header* headers, std::size_t count,
-                          std::size_t body_size) noexcept;
-// Writes everything of a response record but the body bytes; returns where
-// the caller copies the body (exactly body_size bytes), or nullptr, writing
-// nothing, when response_size() would be 0.
+                          std::size_t body_size, const ResponseExtras& extras = {}) noexcept;
+// Size of what comes before the body, and of what comes after it.
+std::size_t response_head_size(const Header* headers, std::size_t count,
+                               const ResponseExtras& extras = {}) noexcept;
+std::size_t response_tail_size(const ResponseExtras& extras) noexcept;
+// Writes everything of a response record before the body bytes; returns
+// where the caller copies the body (exactly body_size bytes), or nullptr,
+// writing nothing, when response_size() would be 0. The trailers, if any,
+// go after the body with encode_response_tail.
 char* encode_response_head(char* out, const Digest& fingerprint,
                            std::uint16_t status, const Header* headers,
-                           std::size_t count, std::size_t body_size) noexcept;
+                           std::size_t count, std::size_t body_size,
+                           const ResponseExtras& extras = {}) noexcept;
+// Writes what follows the body (room for response_tail_size); returns its end.
+char* encode_response_tail(char* out, const ResponseExtras& extras) noexcept;
 
 constexpr std::size_t unreplayable_size = 3 + 1 + 1 + 32 + 2;
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,

@@ -45,6 +45,26 @@ std::string response(const Digest& fp, std::uint16_t status,
     return out;
 }
 
+// A response with extras (record version 2): flags, trailers after the body.
+std::string response_with(const Digest& fp, std::uint16_t status, const std::vector<Header>& headers,
+                          std::string_view body, std::uint8_t flags, const std::vector<Header>& trailers)
+{
+    idem::ResponseExtras extras{flags, trailers.data(), trailers.size()};
+    std::string out(idem::response_size(headers.data(), headers.size(), body.size(), extras), '?');
+    char* body_at = idem::encode_response_head(out.data(), fp, status, headers.data(), headers.size(),
+                                               body.size(), extras);
+    EXPECT_NE(body_at, nullptr);
+    if (body_at == nullptr) {
+        return {};
+    }
+    EXPECT_EQ(static_cast<std::size_t>(body_at - out.data()),
+              idem::response_head_size(headers.data(), headers.size(), extras));
+    body.copy(body_at, body.size());
+    char* end = idem::encode_response_tail(body_at + body.size(), extras);
+    EXPECT_EQ(end, out.data() + out.size());
+    return out;
+}
+
 std::string unreplayable(const Digest& fp, std::uint16_t status)
 {
     std::string out(idem::unreplayable_size, '?');
@@ -239,7 +259,7 @@ TEST(RecordDecode, RefusesWrongMagicVersionOrKind)
     bytes = good;
     bytes[2] = 'X';
     expect_refused(bytes, "magic");
-    for (char version : {'\x00', '\x02', '\xff'}) {
+    for (char version : {'\x00', '\x03', '\xff'}) {
         bytes = good;
         bytes[3] = version;
         expect_refused(bytes, "version");
@@ -317,4 +337,68 @@ TEST(RecordLimits, HeaderCountAndBytes)
     EXPECT_EQ(idem::check_header_limits(&one, 1), idem::HeaderLimit::too_large);
     one.value = std::string_view(big).substr(0, idem::max_record_header_bytes - 1);
     EXPECT_EQ(idem::check_header_limits(&one, 1), idem::HeaderLimit::ok);
+}
+
+TEST(RecordExtras, WithoutExtrasAResponseIsVersionOne)
+{
+    const std::string plain = response(digest_of(1), 200, {{"A", "b"}}, "body");
+    EXPECT_EQ(plain[3], '\x01');
+    EXPECT_EQ(response_with(digest_of(1), 200, {{"A", "b"}}, "body", 0, {}), plain);
+}
+
+TEST(RecordExtras, FlagsAndTrailersRoundTrip)
+{
+    const std::string_view body("\x00\x00\x00\x00\x02hi", 7);
+    const std::string bytes = response_with(digest_of(2), 200, {{"Content-Type", "application/grpc"}}, body,
+                                            idem::allow_ranges | idem::expect_trailers,
+                                            {{"grpc-status", "0"}, {"grpc-message", "ok"}});
+    EXPECT_EQ(bytes[3], '\x02');
+    std::optional<Record> record = idem::decode_record(bytes);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->kind, RecordKind::response);
+    EXPECT_EQ(record->flags, idem::allow_ranges | idem::expect_trailers);
+    EXPECT_EQ(record->body, body);
+    EXPECT_EQ(read_headers(*record).size(), 1u);
+    std::vector<Header> trailers;
+    idem::HeaderReader reader = idem::HeaderReader::trailers(*record);
+    Header h;
+    while (reader.next(h)) {
+        trailers.push_back(h);
+    }
+    ASSERT_EQ(trailers.size(), 2u);
+    EXPECT_EQ(trailers[0].name, "grpc-status");
+    EXPECT_EQ(trailers[0].value, "0");
+    EXPECT_EQ(trailers[1].name, "grpc-message");
+    EXPECT_EQ(trailers[1].value, "ok");
+}
+
+TEST(RecordExtras, FlagsAloneAreVersionTwoWithNoTrailers)
+{
+    const std::string bytes = response_with(digest_of(3), 200, {}, "x", idem::allow_ranges | idem::single_range, {});
+    EXPECT_EQ(bytes[3], '\x02');
+    std::optional<Record> record = idem::decode_record(bytes);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->flags, idem::allow_ranges | idem::single_range);
+    EXPECT_EQ(record->trailer_count, 0u);
+}
+
+TEST(RecordExtras, RefusesUnknownFlagsAndShortTrailers)
+{
+    const std::string good = response_with(digest_of(4), 200, {}, "x", idem::allow_ranges, {{"t", "v"}});
+    ASSERT_TRUE(idem::decode_record(good).has_value());
+    std::string bytes = good;
+    bytes[3 + 1 + 1 + 32 + 2] = '\x08';  // the flags byte, after the status
+    expect_refused(bytes, "unknown flag");
+    for (std::size_t cut = 1; cut <= 2 + 2 + 1 + 4 + 1; ++cut) {
+        expect_refused(good.substr(0, good.size() - cut), "cut short");
+    }
+    expect_refused(good + "z", "trailing byte");
+    // version 2 without flags or trailers is not how a record is written
+    std::string none = response_with(digest_of(4), 200, {}, "x", idem::allow_ranges, {});
+    none[3 + 1 + 1 + 32 + 2] = '\x00';
+    expect_refused(none, "version 2 without extras");
+    // version 1 bytes read as version 2 are not a record
+    std::string v1 = response(digest_of(4), 200, {}, "x");
+    v1[3] = '\x02';
+    expect_refused(v1, "version 1 bytes under version 2");
 }
