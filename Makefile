@@ -17,7 +17,7 @@ LD_OPT ?= -Wl,-z,relro -Wl,-z,now -fPIC
 
 CXX      ?= g++
 CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror
-CORE_SRCS := module/disposition.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/outcome.cpp module/seal.cpp module/redis/resp.cpp module/redis/cluster.cpp module/zone/zone_rules.cpp
+CORE_SRCS := module/disposition.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/outcome.cpp module/seal.cpp module/redis/resp.cpp module/redis/retry.cpp module/redis/cluster.cpp module/zone/zone_rules.cpp
 UNIT_SRCS := $(wildcard t/unit/*.cpp)
 UNIT_BIN  := $(BUILD)/unit_tests
 
@@ -46,7 +46,7 @@ $(MODULE): $(BUILD)/nginx/objs/Makefile $(MODULE_SRCS)
 	@echo "load_module $(CURDIR)/$@; events {}" > $(BUILD)/load-check.conf
 	$(NGINX_BIN) -t -q -p $(CURDIR)/$(BUILD) -c $(CURDIR)/$(BUILD)/load-check.conf -g 'error_log stderr; pid /dev/null;'
 
-$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard module/*.hpp module/zone/*.hpp)
+$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard module/*.hpp module/redis/*.hpp module/zone/*.hpp)
 	mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) -Imodule $(UNIT_SRCS) $(CORE_SRCS) -o $@ -lgtest -lgtest_main -lpthread -lhiredis -lcrypto
 

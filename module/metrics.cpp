@@ -147,6 +147,12 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
                 c[static_cast<unsigned>(Counter::stored_responses)]);
     put_counter(t, "idempotency_stored_bytes_total", "Bytes of the records sent to Redis for storing.",
                 c[static_cast<unsigned>(Counter::stored_bytes)]);
+    put(t, "# HELP idempotency_redis_abandoned_total Responses not stored and keys not released on Redis: given up "
+           "after retrying transient errors and lost connections, or left by an exiting worker.\n"
+           "# TYPE idempotency_redis_abandoned_total counter\n"
+           "idempotency_redis_abandoned_total{operation=\"store\"} %uA\n"
+           "idempotency_redis_abandoned_total{operation=\"release\"} %uA\n",
+        c[static_cast<unsigned>(Counter::abandoned_stores)], c[static_cast<unsigned>(Counter::abandoned_releases)]);
     put(t, "# HELP idempotency_zone_full_total Zone store operations refused for lack of room in the zone.\n"
            "# TYPE idempotency_zone_full_total counter\n"
            "idempotency_zone_full_total{operation=\"claim\"} %uA\n"

@@ -1,8 +1,9 @@
 // metrics.hpp — what the module counts, shared by all workers: requests by
-// outcome, Redis commands, errors, timeouts and reconnects, Redis round-trip
-// and waiting-time histograms, responses and bytes stored. The counters live
-// in a shared memory zone ("idempotency_metrics", kept across reloads) and
-// are served in Prometheus text format by `idempotency_metrics;`.
+// outcome, Redis commands, errors, timeouts and reconnects, stores and
+// releases given up, Redis round-trip and waiting-time histograms, responses
+// and bytes stored. The counters live in a shared memory zone
+// ("idempotency_metrics", kept across reloads) and are served in Prometheus
+// text format by `idempotency_metrics;`.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@ namespace idem {
 enum class Counter : unsigned {
     redis_commands, redis_errors, redis_timeouts, redis_reconnects, stored_responses, stored_bytes,
     zone_full_claims, zone_full_stores,  // the shared memory zone store had no room
+    abandoned_stores, abandoned_releases,  // owed to Redis, given up after retrying or at worker exit
     count_,
 };
 

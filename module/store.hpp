@@ -59,9 +59,15 @@ public:
 
     // Fenced by the claim record: only its holder stores or releases.
     // Fire and forget: the outcome is logged, the request is not needed.
-    virtual void complete(std::string_view key, std::string_view claim,
-                          std::string_view record, std::uint64_t ttl_ms) noexcept = 0;
-    virtual void release(std::string_view key, std::string_view claim) noexcept = 0;
+    // What meets a transient failure (Redis: a lost connection, an error
+    // such as OOM, BUSY, LOADING or READONLY) the store tries again by
+    // itself, its request being gone by then: a response for the claim's
+    // lock_ttl_ms (at least 20 s) with the claim kept alive meanwhile, a
+    // release until the claim would have expired anyway. lock_ttl_ms 0:
+    // the longest lock_ttl this store has claimed or renewed with.
+    virtual void complete(std::string_view key, std::string_view claim, std::string_view record,
+                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
+    virtual void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
     // Extends a claim still held by `claim` to lock_ttl_ms from now.
     virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept = 0;
 };

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <new>
 
+#include "../metrics.hpp"
+#include "retry.hpp"
 #include "router.hpp"
 
 namespace idem {
@@ -17,6 +19,7 @@ namespace idem {
 struct PendingOp {
     Store* store;
     ClaimWaiter waiter;
+    std::uint64_t lock_ttl_ms;
     size_t key_len;
     size_t claim_len;
     char bytes[1];  // key, then claim
@@ -65,18 +68,33 @@ bool compute_sha1(Script& script) noexcept
 }
 
 constexpr int max_script_args = 6;
-constexpr int max_resends = 20;  // reconnect attempts, with backoff: ~20 s of outage
+constexpr std::uint64_t default_lock_ttl_ms = 30000;  // idempotency_lock_ttl's default
 
 class RedisStore;
 
+// What a script call is for. A response to store and a key to release are
+// owed: the store tries them again after a transient failure, and an exit
+// that leaves them undone is logged and counted. A renewal by a running
+// request is sent again after a lost reply; a renewal that keeps the claim
+// of a response being stored again is fire and forget, and silent.
+enum class Role { store, release, renewal, keepalive };
+
 // A fenced script call; owns copies of its arguments so it can be sent
-// again: as EVAL after NOSCRIPT, or after a reconnect when its reply was lost.
+// again: as EVAL after NOSCRIPT, after a lost reply, after a transient
+// error. Linked in its store's list from creation to finish.
 struct ScriptCall {
     RedisStore* store;
     Script* script;
-    int argc;  // script arguments: KEYS[1], then ARGV
-    int resends;
+    Role role;
+    ScriptCall* prev;
+    ScriptCall* next;
+    ngx_event_t retry_timer;  // the next attempt
+    Retry retry;
+    std::uint64_t lock_ttl_ms;
+    size_t error_len;
+    char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
+    int argc;        // script arguments: KEYS[1], then ARGV
     size_t len[max_script_args];
     char* arg[max_script_args];
     char bytes[1];
@@ -88,7 +106,19 @@ public:
         : server_(server), router_(router), log_(log)
     {
     }
-    ~RedisStore() override { delete router_; }
+
+    // Worker exit. What is in flight gets no reply when the router closes
+    // its connections, and what waits for its next attempt is not sent:
+    // both are abandoned (an owed one logged and counted); their claims are
+    // no longer renewed and expire within idempotency_lock_ttl.
+    ~RedisStore() override
+    {
+        closing_ = true;
+        delete router_;
+        while (calls_ != nullptr) {
+            abandon(calls_);
+        }
+    }
     RedisStore(const RedisStore&) = delete;
     RedisStore& operator=(const RedisStore&) = delete;
 
@@ -102,8 +132,10 @@ public:
         if (op == nullptr) {
             return nullptr;
         }
+        note_lock_ttl(lock_ttl_ms);
         op->store = this;
         op->waiter = {callback, data, fingerprint, keys, key_count};
+        op->lock_ttl_ms = lock_ttl_ms;
         op->key_len = key.size();
         op->claim_len = claim.size();
         std::memcpy(op->bytes, key.data(), key.size());
@@ -122,27 +154,25 @@ public:
 
     void abandon(PendingOp* op) noexcept override { op->waiter.callback = nullptr; }
 
-    void complete(std::string_view key, std::string_view claim, std::string_view record,
-                  std::uint64_t ttl_ms) noexcept override
+    void complete(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms,
+                  std::uint64_t lock_ttl_ms) noexcept override
     {
         char ttl[NGX_INT64_LEN];
         size_t ttl_len = decimal(ttl_ms, ttl);
         std::string_view args[] = {key, claim, record, {ttl, ttl_len}};
-        call(complete_script, args, 4);
+        call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms));
     }
 
-    void release(std::string_view key, std::string_view claim) noexcept override
+    void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
     {
         std::string_view args[] = {key, claim};
-        call(release_script, args, 2);
+        call(release_script, Role::release, args, 2, lock_ttl_or_longest(lock_ttl_ms));
     }
 
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
     {
-        char ttl[NGX_INT64_LEN];
-        size_t ttl_len = decimal(lock_ttl_ms, ttl);
-        std::string_view args[] = {key, claim, {ttl, ttl_len}};
-        call(renew_script, args, 3);
+        note_lock_ttl(lock_ttl_ms);
+        renew(key, claim, lock_ttl_ms, Role::renewal);
     }
 
 private:
@@ -151,8 +181,36 @@ private:
         return static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(out), "%uL", n) - reinterpret_cast<u_char*>(out));
     }
 
-    void call(Script& script, const std::string_view* args, int argc) noexcept
+    void note_lock_ttl(std::uint64_t lock_ttl_ms) noexcept
     {
+        if (lock_ttl_ms > longest_lock_ttl_) {
+            longest_lock_ttl_ = lock_ttl_ms;
+        }
+    }
+
+    std::uint64_t lock_ttl_or_longest(std::uint64_t lock_ttl_ms) const noexcept
+    {
+        if (lock_ttl_ms != 0) {
+            return lock_ttl_ms;
+        }
+        return longest_lock_ttl_ != 0 ? longest_lock_ttl_ : default_lock_ttl_ms;
+    }
+
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role) noexcept
+    {
+        char ttl[NGX_INT64_LEN];
+        size_t ttl_len = decimal(lock_ttl_ms, ttl);
+        std::string_view args[] = {key, claim, {ttl, ttl_len}};
+        call(renew_script, role, args, 3, lock_ttl_ms);
+    }
+
+    static std::string_view key_of(const ScriptCall* call) noexcept { return {call->arg[0], call->len[0]}; }
+
+    void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms) noexcept
+    {
+        if (closing_) {
+            return;  // worker exit: nothing new is sent
+        }
         size_t total = 0;
         for (int i = 0; i < argc; i++) {
             total += args[i].size();
@@ -160,13 +218,23 @@ private:
         auto* call = static_cast<ScriptCall*>(ngx_alloc(sizeof(ScriptCall) + total, log_));
         if (call == nullptr) {
             ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: out of memory, cannot %s", script.purpose);
+            if (role == Role::store || role == Role::release) {
+                count(role == Role::store ? Counter::abandoned_stores : Counter::abandoned_releases);
+            }
             return;
         }
+        new (call) ScriptCall{};
         call->store = this;
         call->script = &script;
+        call->role = role;
+        call->lock_ttl_ms = lock_ttl_ms;
+        call->retry_timer.handler = on_retry_timer;
+        call->retry_timer.data = call;
+        call->retry_timer.log = log_;
+        // An exiting worker does not wait for the next attempt (see the
+        // destructor); one in flight is waited for, as any Redis reply.
+        call->retry_timer.cancelable = 1;
         call->argc = argc;
-        call->resends = 0;
-        call->with_body = false;
         char* p = call->bytes;
         for (int i = 0; i < argc; i++) {
             call->arg[i] = p;
@@ -174,6 +242,11 @@ private:
             std::memcpy(p, args[i].data(), args[i].size());
             p += args[i].size();
         }
+        call->next = calls_;
+        if (calls_ != nullptr) {
+            calls_->prev = call;
+        }
+        calls_ = call;
         send(call);
     }
 
@@ -193,11 +266,100 @@ private:
             argv[3 + i] = call->arg[i];
             lens[3 + i] = call->len[i];
         }
-        if (!router_->command({call->arg[0], call->len[0]}, 3 + call->argc, argv, lens, on_script_reply, call, true)) {
-            ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: cannot queue a command to %s on Redis %V",
-                          call->script->purpose, &server_.name);
-            ngx_free(call);
+        if (!router_->command(key_of(call), 3 + call->argc, argv, lens, on_script_reply, call, true)) {
+            failed(call, "Redis cannot be reached");
         }
+    }
+
+    // This attempt did not do it, and another may: a lost reply (a fenced
+    // script may run twice), or an error reply that says "not now". The
+    // next one is sent after a backoff, within the call's window; a
+    // response renews its claim before each one.
+    void failed(ScriptCall* call, std::string_view why) noexcept
+    {
+        if (call->role == Role::keepalive) {
+            finish(call);  // the next attempt renews again
+            return;
+        }
+        call->error_len = ngx_min(why.size(), sizeof(call->error));
+        std::memcpy(call->error, why.data(), call->error_len);
+        bool first = call->retry.failures == 0;
+        bool keeps_claim = call->role == Role::store;
+        std::uint64_t window = retry_window_ms(call->lock_ttl_ms, keeps_claim);
+        std::uint64_t max_delay = keeps_claim ? renewing_max_delay_ms(call->lock_ttl_ms) : retry_max_delay_ms;
+        std::uint64_t wait = 0;
+        if (!call->retry.next(ngx_current_msec, window, max_delay, wait)) {
+            give_up(call);
+            return;
+        }
+        if (first && call->role != Role::renewal) {
+            std::string_view key = key_of(call);
+            ngx_log_error(NGX_LOG_WARN, log_, 0,
+                          "idempotency: cannot %s for \"%*s\" on Redis %V now: %*s; trying again for up to %M ms%s",
+                          call->script->purpose, key.size(), key.data(), &server_.name, why.size(), why.data(),
+                          static_cast<ngx_msec_t>(window), keeps_claim ? ", the claim kept alive" : "");
+        }
+        ngx_log_debug5(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: attempt %ui to %s for \"%*s\" in %M ms",
+                       static_cast<ngx_uint_t>(call->retry.failures + 1), call->script->purpose, key_of(call).size(),
+                       key_of(call).data(), static_cast<ngx_msec_t>(wait));
+        ngx_add_timer(&call->retry_timer, static_cast<ngx_msec_t>(wait));
+    }
+
+    static void on_retry_timer(ngx_event_t* ev)
+    {
+        auto* call = static_cast<ScriptCall*>(ev->data);
+        RedisStore* self = call->store;
+        if (call->role == Role::store) {
+            // Ahead of the store on the same connection: the claim lives
+            // another lock_ttl, whatever this attempt meets.
+            self->renew(key_of(call), {call->arg[1], call->len[1]}, call->lock_ttl_ms, Role::keepalive);
+        }
+        self->send(call);
+    }
+
+    void give_up(ScriptCall* call) noexcept
+    {
+        std::string_view key = key_of(call);
+        ngx_log_error(NGX_LOG_ERR, log_, 0,
+                      "idempotency: gave up trying to %s for \"%*s\" on Redis %V after %ui attempts in %M ms: %*s",
+                      call->script->purpose, key.size(), key.data(), &server_.name,
+                      static_cast<ngx_uint_t>(call->retry.failures),
+                      static_cast<ngx_msec_t>(ngx_current_msec - call->retry.started), call->error_len, call->error);
+        count_abandoned(call);
+        finish(call);
+    }
+
+    void abandon(ScriptCall* call) noexcept
+    {
+        if (call->role == Role::store || call->role == Role::release) {
+            std::string_view key = key_of(call);
+            ngx_log_error(NGX_LOG_ERR, log_, 0,
+                          "idempotency: the worker exits before it could %s for \"%*s\" on Redis %V",
+                          call->script->purpose, key.size(), key.data(), &server_.name);
+            count_abandoned(call);
+        }
+        finish(call);
+    }
+
+    static void count_abandoned(const ScriptCall* call) noexcept
+    {
+        if (call->role == Role::store) {
+            count(Counter::abandoned_stores);
+        } else if (call->role == Role::release) {
+            count(Counter::abandoned_releases);
+        }
+    }
+
+    void finish(ScriptCall* call) noexcept
+    {
+        if (call->retry_timer.timer_set) {
+            ngx_del_timer(&call->retry_timer);
+        }
+        (call->prev ? call->prev->next : calls_) = call->next;
+        if (call->next != nullptr) {
+            call->next->prev = call->prev;
+        }
+        ngx_free(call);
     }
 
     static void on_claim_reply(void* data, redisReply* reply)
@@ -214,7 +376,10 @@ private:
                           &self->server_.name, reply->str);
         }
         const ClaimWaiter& waiter = op->waiter;
-        if (waiter.callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
+        if (self->closing_) {
+            // Worker exit: nobody is answered; a claim that may have been
+            // granted expires within its lock_ttl.
+        } else if (waiter.callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
             ClaimResult result{Decision::unavailable, {}};
             char* opened = nullptr;
             if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
@@ -227,12 +392,12 @@ private:
             waiter.callback(waiter.data, result);
             ngx_free(opened);
             if (lost) {
-                self->release(key, claim);  // it may have been granted: free it once Redis answers
+                self->release(key, claim, op->lock_ttl_ms);  // it may have been granted: free it once Redis answers
             }
         } else if (lost || granted) {
             // Nobody waits for this claim any more, and it may be ours.
             ngx_log_error(NGX_LOG_INFO, self->log_, 0, "idempotency: releasing a claim whose requester stopped waiting");
-            self->release(key, claim);
+            self->release(key, claim, op->lock_ttl_ms);
         }
         ngx_free(op);
     }
@@ -242,34 +407,52 @@ private:
         auto* call = static_cast<ScriptCall*>(data);
         RedisStore* self = call->store;
         Script& script = *call->script;
+        std::string_view key = key_of(call);
 
+        if (self->closing_) {
+            self->abandon(call);
+            return;
+        }
         if (reply == nullptr) {
             // The connection went down with this command unanswered; the
             // script is fenced, so running it again is safe.
-            if (call->resends++ < max_resends && !ngx_exiting && !ngx_terminate && !ngx_quit) {
+            self->failed(call, "the connection was lost");
+            return;
+        }
+        if (reply->type == REDIS_REPLY_ERROR) {
+            std::string_view error{reply->str, reply->len};
+            if (error.substr(0, 8) == "NOSCRIPT" && !call->with_body) {
+                call->with_body = true;  // EVAL loads the script for the EVALSHAs after it
                 self->send(call);
                 return;
             }
-            ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: gave up trying to %s on Redis %V",
-                          script.purpose, &self->server_.name);
-        } else if (reply->type == REDIS_REPLY_ERROR && std::strncmp(reply->str, "NOSCRIPT", 8) == 0
-                   && !call->with_body) {
-            call->with_body = true;  // EVAL loads the script for the EVALSHAs after it
-            self->send(call);
-            return;
-        } else if (reply->type == REDIS_REPLY_ERROR) {
-            ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused to %s: %s",
-                          &self->server_.name, script.purpose, reply->str);
+            if (call->role != Role::renewal && is_transient_error(error)) {
+                self->failed(call, error);  // a running request renews again anyway
+                return;
+            }
+            if (call->role != Role::keepalive) {
+                ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused to %s for \"%*s\": %*s",
+                              &self->server_.name, script.purpose, key.size(), key.data(), error.size(), error.data());
+            }
         } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
-            ngx_log_error(NGX_LOG_WARN, self->log_, 0,
-                          "idempotency: could not %s: the claim had expired or was taken over", script.purpose);
+            if (call->role != Role::keepalive) {
+                ngx_log_error(NGX_LOG_WARN, self->log_, 0,
+                              "idempotency: could not %s: the claim had expired or was taken over", script.purpose);
+            }
+        } else if (call->retry.failures > 0 && call->role != Role::keepalive && call->role != Role::renewal) {
+            ngx_log_error(NGX_LOG_WARN, self->log_, 0, "idempotency: attempt %ui to %s for \"%*s\" on Redis %V succeeded",
+                          static_cast<ngx_uint_t>(call->retry.failures + 1), script.purpose, key.size(), key.data(),
+                          &self->server_.name);
         }
-        ngx_free(call);
+        self->finish(call);
     }
 
     const RedisServer& server_;
     Router* router_;
     ngx_log_t* log_;
+    ScriptCall* calls_ = nullptr;  // every call not finished: in flight, or waiting for its next attempt
+    std::uint64_t longest_lock_ttl_ = 0;
+    bool closing_ = false;
 };
 
 RedisStore** worker_stores = nullptr;

@@ -148,7 +148,7 @@ public:
     }
 
     void complete(std::string_view key, std::string_view claim, std::string_view record,
-                  std::uint64_t ttl_ms) noexcept override
+                  std::uint64_t ttl_ms, std::uint64_t) noexcept override
     {
         lock();
         ngx_msec_t now = ngx_current_msec;
@@ -181,7 +181,7 @@ public:
         }
     }
 
-    void release(std::string_view key, std::string_view claim) noexcept override
+    void release(std::string_view key, std::string_view claim, std::uint64_t) noexcept override
     {
         lock();
         Node* n = find_live(key, ngx_current_msec);
