@@ -95,7 +95,7 @@ void release(RequestCtx* ctx, const char* why)
 {
     ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0, "idempotency: releasing \"%V\": %s",
                   &ctx->redis_key, why);
-    ctx->store->release(view(ctx->redis_key), view(ctx->claim));
+    ctx->store->release(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
     ctx->owns_claim = false;
     ctx->status = Status::released;
 }
@@ -124,7 +124,7 @@ void store_record(RequestCtx* ctx, std::string_view record)
             value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
         }
     }
-    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl);
+    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl);
     if (sealed != nullptr) {
         ngx_free(sealed);
     }
