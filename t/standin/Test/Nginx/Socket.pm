@@ -234,6 +234,40 @@ our $PidFile    = File::Spec->catfile($LogDir, 'nginx.pid');
     {
         *{"Test::Nginx::Util::$var"} = \${"Test::Nginx::Socket::$var"};
     }
+
+    # ... and these functions (the ones of its export list we implement),
+    # which a block's Perl code can call unqualified (see block_eval).
+    for my $sub (qw( expand_env_in_text env_to_nginx is_str
+                     check_accum_error_log is_running no_long_string
+                     server_addr server_name parse_time verbose sleep_time
+                     bail_out add_cleanup_handler access_log_data
+                     error_log_data setup_server_root write_config_file
+                     get_canon_version get_nginx_version trim parse_headers
+                     run_tests get_pid_from_pidfile add_block_preprocessor
+                     timeout worker_connections workers master_on master_off
+                     config_preamble repeat_each master_process_enabled
+                     log_level no_shuffle no_root_location html_dir
+                     server_root server_port server_port_for_client
+                     no_nginx_manager use_hup ))
+    {
+        *{"Test::Nginx::Util::$sub"} = \&{"Test::Nginx::Socket::$sub"};
+    }
+}
+
+# A block's Perl code (--- init, --- skip_eval) is evaluated as the real
+# module does it, in its Test::Nginx::Util::run_test: a string eval in
+# package Test::Nginx::Util, under strict, where $block and $name are the
+# block and its name. So "our $x" in an init is $Test::Nginx::Util::x, not
+# a variable of this package: state a block hands to a later one must be
+# named in full (e.g. $main::x), as it must with the real module.
+# Returns the value (scalar context) and the error ('' if none).
+package Test::Nginx::Util {
+    sub block_eval {
+        my ($block, $code) = @_;
+        my $name = $block->name;
+        my $value = eval $code;
+        return ($value, $@);
+    }
 }
 
 # ----------------------------------------------------------------------
@@ -1427,10 +1461,11 @@ sub run_test ($) {
             $tests_to_skip = $1;
             $skip_reason = 'skip_eval';
             my $code = $2;
-            $should_skip = eval $code;
-            if ($@) {
+            my $err;
+            ($should_skip, $err) = Test::Nginx::Util::block_eval($block, $code);
+            if ($err) {
                 bail_out("$name - skip_eval - failed to eval the Perl code "
-                         . "\"$code\": $@");
+                         . "\"$code\": $err");
             }
         }
     }
@@ -1617,9 +1652,9 @@ sub run_test ($) {
     }
 
     if ($block->init) {
-        eval $block->init;
-        if ($@) {
-            bail_out("$name - init failed: $@");
+        my (undef, $err) = Test::Nginx::Util::block_eval($block, $block->init);
+        if ($err) {
+            bail_out("$name - init failed: $err");
         }
     }
 
