@@ -199,6 +199,7 @@ our @ResponseBodyChecks;
 our $FirstTime = 1;
 our $PrevConfig;
 our $PrevBlock;
+our $NginxStartFailed;    # stand-in: the block whose nginx did not start
 our $ErrLogFilePos = 0;
 our $TotalConnectingTimeouts = 0;
 our $NginxVersion;
@@ -1645,16 +1646,32 @@ sub run_test ($) {
             Test::More::fail("$name - Cannot start nginx using command "
                              . "\"$cmd\" (status code $status).");
             Test::More::diag("error.log:\n" . _error_log_tail(20));
+            $NginxStartFailed = $name;
             return;
         }
 
+        undef $NginxStartFailed;
         sleep $TestNginxSleep;
+
+    } elsif (!$NoNginxManager && !$should_skip && defined $NginxStartFailed) {
+        # A block that keeps the previous nginx, which did not start: it
+        # fails at once rather than after connection retries (whose third
+        # abort in a file bails out).
+        Test::More::fail("$name - no nginx to send the requests to: it did "
+                         . "not start for \"$NginxStartFailed\"");
+        return;
     }
 
     if ($block->init) {
         my (undef, $err) = Test::Nginx::Util::block_eval($block, $block->init);
         if ($err) {
-            bail_out("$name - init failed: $err");
+            # The real module bails out here, which stops the whole prove
+            # run. The stand-in fails this block only: its requests are not
+            # sent (nor are they by the real module), and the later blocks
+            # and files run.
+            (my $why = "$err") =~ s/\s+\z//;
+            Test::More::fail("$name - init failed: $why");
+            return;
         }
     }
 
@@ -2783,7 +2800,12 @@ http_config sets them.
 
 =item * nginx start failures (other than a busy port) fail the block at
 once instead of retrying for 30 seconds and bailing out; connection
-attempts stop retrying as soon as the nginx process is gone.
+attempts stop retrying as soon as the nginx process is gone. A later block
+without C<--- config> (which would use that nginx) fails at once too.
+
+=item * a C<--- init> that dies fails its block (whose requests are not
+sent) instead of bailing out: the later blocks and files still run, and
+the run still fails.
 
 =item * C<TEST_NGINX_STANDIN_LISTEN_ADDR> (stand-in only) puts an address
 in the generated C<listen> directive.
