@@ -48,6 +48,15 @@ our @keys = map { "spread-$_" } 1 .. 30;
 our $down_owner = (cluster_owner(redis_key('cluster-down')))[0];
 our ($up_key) = grep { (cluster_owner(redis_key($_)))[0] != $down_owner } map { "cluster-up-$_" } 1 .. 50;
 
+# What one block's --- init hands to the next. Test::Nginx evaluates --- init
+# in its own package (Test::Nginx::Util), so these are named in full.
+our $moved_total_before;          # TEST 3 -> 4: MOVED answers before the 31 requests
+our ($moved_from, $moved_to);     # TEST 5 -> 6: the slot of cluster-moved went from, to
+our $moved_before;                # TEST 5 -> 6: MOVED answers per node before
+our @ask;                         # TEST 7 -> 8: migrating node, importing node, slot
+our $ask_before;                  # TEST 7 -> 8: ASK answers per node before
+our $down;                        # TEST 10 -> 11: the master that was stopped
+
 test_nginx_defaults();
 run_tests();
 
@@ -101,7 +110,7 @@ location / {
     proxy_pass http://backend;
 }
 --- init
-our $moved_before = main::sum(main::errors('MOVED'));
+$main::moved_total_before = main::sum(main::errors('MOVED'));
 --- request eval
 [map { "POST /spread/$_\nx" } 0 .. 30]
 --- more_headers eval
@@ -114,7 +123,7 @@ our $moved_before = main::sum(main::errors('MOVED'));
 
 === TEST 4: ... each master got some of the keys, and at most the first request met MOVED
 --- init
-my $moved = main::sum(main::errors('MOVED')) - $Test::Nginx::Socket::moved_before;
+my $moved = main::sum(main::errors('MOVED')) - $main::moved_total_before;
 Test::More::ok($moved <= 2, "TEST 4: MOVED answers while routing 31 requests: $moved");
 my %per_master;
 for my $key (@main::keys) {
@@ -135,8 +144,8 @@ Idempotent-Replayed: true
 
 === TEST 5: a slot moved to another master: MOVED is followed and the map refreshed
 --- init
-our ($moved_from, $moved_to) = main::move_slot('cluster-moved');
-our $moved_before = main::errors('MOVED');
+($main::moved_from, $main::moved_to) = main::move_slot('cluster-moved');
+$main::moved_before = main::errors('MOVED');
 --- request eval
 ["POST /moved\nx", "POST /moved\nx"]
 --- more_headers
@@ -151,9 +160,9 @@ Idempotency-Key: cluster-moved
 
 === TEST 6: ... the record is on the new master; the old one said MOVED once, not again after the refresh
 --- init
-my $to = $Test::Nginx::Socket::moved_to;
-my $from = $Test::Nginx::Socket::moved_from;
-my $moved = main::errors('MOVED')->{$from} - $Test::Nginx::Socket::moved_before->{$from};
+my $to = $main::moved_to;
+my $from = $main::moved_from;
+my $moved = main::errors('MOVED')->{$from} - $main::moved_before->{$from};
 Test::More::is($moved, 1, "TEST 6: $from answered MOVED once");
 Test::More::is(main::holders('cluster-moved'), $to, "TEST 6: the record is on $to");
 --- request
@@ -175,8 +184,8 @@ IdempotencyTest::redis_command_at($to, 'CLUSTER', 'SETSLOT', $slot, 'IMPORTING',
                                   IdempotencyTest::redis_command_at($from, 'CLUSTER', 'MYID'));
 IdempotencyTest::redis_command_at($from, 'CLUSTER', 'SETSLOT', $slot, 'MIGRATING',
                                   IdempotencyTest::redis_command_at($to, 'CLUSTER', 'MYID'));
-our @ask = ($from, $to, $slot);
-our $ask_before = main::errors('ASK');
+@main::ask = ($from, $to, $slot);
+$main::ask_before = main::errors('ASK');
 --- request eval
 ["POST /ask\nx", "POST /ask\nx"]
 --- more_headers
@@ -191,8 +200,8 @@ Idempotency-Key: cluster-ask
 
 === TEST 8: ... the record is on the importing node, the migrating one answered ASK; the migration ends
 --- init
-my ($from, $to, $slot) = @Test::Nginx::Socket::ask;
-my $asks = main::errors('ASK')->{$from} - $Test::Nginx::Socket::ask_before->{$from};
+my ($from, $to, $slot) = @main::ask;
+my $asks = main::errors('ASK')->{$from} - $main::ask_before->{$from};
 Test::More::ok($asks >= 3, "TEST 8: $from answered ASK for the claim, the store and the replay: $asks");
 # a migrating node answers ASK for the keys it no longer has
 my $on_from = eval { IdempotencyTest::redis_command_at($from, 'EXISTS', IdempotencyTest::redis_key('cluster-ask')) };
@@ -223,7 +232,6 @@ IdempotencyTest::replica_caught_up($owner, $replica) or die "the replica of $own
 IdempotencyTest::redis_command_at($replica, 'CLUSTER', 'FAILOVER');
 IdempotencyTest::wait_until(sub { IdempotencyTest::redis_command_at($replica, 'ROLE')->[0] eq 'master' }, 20)
     or die "the replica $replica did not take over\n";
-our $new_master = $replica;
 --- request eval
 ["POST /cluster/1\nx", "POST /cluster/failover\nx"]
 --- more_headers eval
@@ -239,7 +247,7 @@ our $new_master = $replica;
 === TEST 10: a master is stopped: its keys get 503 until its replica takes over, the others are served throughout
 --- init
 my ($owner) = IdempotencyTest::cluster_owner(IdempotencyTest::redis_key('cluster-down'));
-our @down = ($owner);
+$main::down = $owner;
 IdempotencyTest::cluster_node_stop($owner);
 --- request eval
 ["POST /down\nx", "POST /up\nx"]
@@ -253,7 +261,7 @@ IdempotencyTest::cluster_node_stop($owner);
 
 === TEST 11: ... once its replica has taken over, the keys of the stopped master are served again, no reload
 --- init
-my ($stopped) = @Test::Nginx::Socket::down;
+my $stopped = $main::down;
 IdempotencyTest::wait_until(sub {
     my $slots = eval { IdempotencyTest::redis_command_at($main::masters[0] == $stopped ? $main::masters[1] : $main::masters[0],
                                                          'CLUSTER', 'SLOTS') } || [];

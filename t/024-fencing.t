@@ -26,6 +26,11 @@ workers(2);
 test_nginx_defaults();
 run_tests();
 
+# The connection of the retry that took the key over in TEST 5, read in
+# TEST 6. Test::Nginx evaluates --- init in its own package
+# (Test::Nginx::Util), so --- init names it in full.
+our $retry;
+
 # A worker left stopped by a failed block would never exit.
 our @stopped;
 END { kill 'CONT', @stopped if @stopped }
@@ -302,7 +307,7 @@ location = /pid { return 200 $pid; }
 my ($original, $pid) = main::in_flight('/zfence/release?status=500&sleep=2', 'zfence-release', 'pid');
 main::stop_worker($pid);
 sleep 1.5;
-our $retry = main::in_flight('/zfence/release?status=500&sleep=2', 'zfence-release');
+$main::retry = main::in_flight('/zfence/release?status=500&sleep=2', 'zfence-release');
 main::cont_worker($pid);
 my $first = main::read_response($original);
 Test::More::is($first->{status}, 500, "zone release: the original's client gets the upstream's 500");
@@ -321,7 +326,7 @@ could not release the key: the claim had expired or was taken over
 
 === TEST 6: ... the retry that holds the claim answers 500 and frees the key: the next retry runs again
 --- init
-my $res = main::read_response($Test::Nginx::Socket::retry);
+my $res = main::read_response($main::retry);
 Test::More::is($res->{status}, 500, "zone release: the retry's client gets the upstream's 500");
 --- request
 POST /zfence/release?status=500&sleep=2

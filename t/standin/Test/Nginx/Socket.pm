@@ -199,6 +199,7 @@ our @ResponseBodyChecks;
 our $FirstTime = 1;
 our $PrevConfig;
 our $PrevBlock;
+our $NginxStartFailed;    # stand-in: the block whose nginx did not start
 our $ErrLogFilePos = 0;
 our $TotalConnectingTimeouts = 0;
 our $NginxVersion;
@@ -233,6 +234,40 @@ our $PidFile    = File::Spec->catfile($LogDir, 'nginx.pid');
                      CheckAccumErrLog Verbose ))
     {
         *{"Test::Nginx::Util::$var"} = \${"Test::Nginx::Socket::$var"};
+    }
+
+    # ... and these functions (the ones of its export list we implement),
+    # which a block's Perl code can call unqualified (see block_eval).
+    for my $sub (qw( expand_env_in_text env_to_nginx is_str
+                     check_accum_error_log is_running no_long_string
+                     server_addr server_name parse_time verbose sleep_time
+                     bail_out add_cleanup_handler access_log_data
+                     error_log_data setup_server_root write_config_file
+                     get_canon_version get_nginx_version trim parse_headers
+                     run_tests get_pid_from_pidfile add_block_preprocessor
+                     timeout worker_connections workers master_on master_off
+                     config_preamble repeat_each master_process_enabled
+                     log_level no_shuffle no_root_location html_dir
+                     server_root server_port server_port_for_client
+                     no_nginx_manager use_hup ))
+    {
+        *{"Test::Nginx::Util::$sub"} = \&{"Test::Nginx::Socket::$sub"};
+    }
+}
+
+# A block's Perl code (--- init, --- skip_eval) is evaluated as the real
+# module does it, in its Test::Nginx::Util::run_test: a string eval in
+# package Test::Nginx::Util, under strict, where $block and $name are the
+# block and its name. So "our $x" in an init is $Test::Nginx::Util::x, not
+# a variable of this package: state a block hands to a later one must be
+# named in full (e.g. $main::x), as it must with the real module.
+# Returns the value (scalar context) and the error ('' if none).
+package Test::Nginx::Util {
+    sub block_eval {
+        my ($block, $code) = @_;
+        my $name = $block->name;
+        my $value = eval $code;
+        return ($value, $@);
     }
 }
 
@@ -1427,10 +1462,11 @@ sub run_test ($) {
             $tests_to_skip = $1;
             $skip_reason = 'skip_eval';
             my $code = $2;
-            $should_skip = eval $code;
-            if ($@) {
+            my $err;
+            ($should_skip, $err) = Test::Nginx::Util::block_eval($block, $code);
+            if ($err) {
                 bail_out("$name - skip_eval - failed to eval the Perl code "
-                         . "\"$code\": $@");
+                         . "\"$code\": $err");
             }
         }
     }
@@ -1610,16 +1646,32 @@ sub run_test ($) {
             Test::More::fail("$name - Cannot start nginx using command "
                              . "\"$cmd\" (status code $status).");
             Test::More::diag("error.log:\n" . _error_log_tail(20));
+            $NginxStartFailed = $name;
             return;
         }
 
+        undef $NginxStartFailed;
         sleep $TestNginxSleep;
+
+    } elsif (!$NoNginxManager && !$should_skip && defined $NginxStartFailed) {
+        # A block that keeps the previous nginx, which did not start: it
+        # fails at once rather than after connection retries (whose third
+        # abort in a file bails out).
+        Test::More::fail("$name - no nginx to send the requests to: it did "
+                         . "not start for \"$NginxStartFailed\"");
+        return;
     }
 
     if ($block->init) {
-        eval $block->init;
-        if ($@) {
-            bail_out("$name - init failed: $@");
+        my (undef, $err) = Test::Nginx::Util::block_eval($block, $block->init);
+        if ($err) {
+            # The real module bails out here, which stops the whole prove
+            # run. The stand-in fails this block only: its requests are not
+            # sent (nor are they by the real module), and the later blocks
+            # and files run.
+            (my $why = "$err") =~ s/\s+\z//;
+            Test::More::fail("$name - init failed: $why");
+            return;
         }
     }
 
@@ -2748,7 +2800,12 @@ http_config sets them.
 
 =item * nginx start failures (other than a busy port) fail the block at
 once instead of retrying for 30 seconds and bailing out; connection
-attempts stop retrying as soon as the nginx process is gone.
+attempts stop retrying as soon as the nginx process is gone. A later block
+without C<--- config> (which would use that nginx) fails at once too.
+
+=item * a C<--- init> that dies fails its block (whose requests are not
+sent) instead of bailing out: the later blocks and files still run, and
+the run still fails.
 
 =item * C<TEST_NGINX_STANDIN_LISTEN_ADDR> (stand-in only) puts an address
 in the generated C<listen> directive.
