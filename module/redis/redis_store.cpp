@@ -107,10 +107,12 @@ public:
     {
     }
 
-    // Worker exit. What is in flight gets no reply when the router closes
-    // its connections, and what waits for its next attempt is not sent:
-    // both are abandoned (an owed one logged and counted); their claims are
-    // no longer renewed and expire within idempotency_lock_ttl.
+    // Worker exit. A graceful exit waited for what was owed Redis (the
+    // retry timers of stores and releases are not cancelable) up to its
+    // window or worker_shutdown_timeout; what is left now — in flight, or
+    // after a fast shutdown — gets no reply when the router closes its
+    // connections and is abandoned (logged and counted); its claim is no
+    // longer renewed and expires within idempotency_lock_ttl.
     ~RedisStore() override
     {
         closing_ = true;
@@ -231,9 +233,10 @@ private:
         call->retry_timer.handler = on_retry_timer;
         call->retry_timer.data = call;
         call->retry_timer.log = log_;
-        // An exiting worker does not wait for the next attempt (see the
-        // destructor); one in flight is waited for, as any Redis reply.
-        call->retry_timer.cancelable = 1;
+        // What is owed Redis keeps an exiting worker (reload, graceful
+        // shutdown) alive until it lands or its window ends, no longer than
+        // worker_shutdown_timeout when that is set (see failed()).
+        call->retry_timer.cancelable = role != Role::store && role != Role::release;
         call->argc = argc;
         char* p = call->bytes;
         for (int i = 0; i < argc; i++) {
@@ -288,6 +291,10 @@ private:
         std::uint64_t window = retry_window_ms(call->lock_ttl_ms, keeps_claim);
         std::uint64_t max_delay = keeps_claim ? renewing_max_delay_ms(call->lock_ttl_ms) : retry_max_delay_ms;
         std::uint64_t wait = 0;
+        if (past_exit_deadline()) {
+            abandon(call);
+            return;
+        }
         if (!call->retry.next(ngx_current_msec, window, max_delay, wait)) {
             give_up(call);
             return;
@@ -303,6 +310,24 @@ private:
                        static_cast<ngx_uint_t>(call->retry.failures + 1), call->script->purpose, key_of(call).size(),
                        key_of(call).data(), static_cast<ngx_msec_t>(wait));
         ngx_add_timer(&call->retry_timer, static_cast<ngx_msec_t>(wait));
+    }
+
+    // An exiting worker tries what it owes Redis until worker_shutdown_timeout
+    // (counted from when it is first seen exiting), when that is set.
+    static bool past_exit_deadline() noexcept
+    {
+        static ngx_msec_t deadline = 0;
+        if (!ngx_exiting && !ngx_quit) {
+            return false;
+        }
+        auto* ccf = reinterpret_cast<ngx_core_conf_t*>(ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module));
+        if (ccf == nullptr || ccf->shutdown_timeout == 0 || ccf->shutdown_timeout == NGX_CONF_UNSET_MSEC) {
+            return false;
+        }
+        if (deadline == 0) {
+            deadline = ngx_current_msec + ccf->shutdown_timeout;
+        }
+        return ngx_current_msec >= deadline;
     }
 
     static void on_retry_timer(ngx_event_t* ev)
@@ -379,7 +404,9 @@ private:
         if (self->closing_) {
             // Worker exit: nobody is answered; a claim that may have been
             // granted expires within its lock_ttl.
-        } else if (waiter.callback != nullptr && !(lost && (ngx_exiting || ngx_terminate || ngx_quit))) {
+        } else if (waiter.callback != nullptr) {
+            // Also while the worker exits gracefully: the request is still
+            // there and holds the operation until it is answered.
             ClaimResult result{Decision::unavailable, {}};
             char* opened = nullptr;
             if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
