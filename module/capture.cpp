@@ -144,26 +144,6 @@ void store_unreplayable(RequestCtx* ctx, const char* why)
 
 // The last byte has passed: store the record (or the marker of a response
 // too large to keep).
-void finish(ngx_http_request_t* r, RequestCtx* ctx)
-{
-    if (!ctx->owns_claim) {
-        return;
-    }
-    if (ctx->oversize) {
-        store_unreplayable(ctx, "larger than idempotency_max_response_size");
-    } else {
-        auto* headers = static_cast<const Header*>(ctx->headers.elts);
-        char* body = encode_response_head(ctx->record, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status),
-                                          headers, ctx->headers.nelts, ctx->body_size);
-        if (body != ctx->record + ctx->head_size) {
-            store_unreplayable(ctx, "its headers do not fit a record");
-        } else {
-            store_record(ctx, {ctx->record, ctx->head_size + ctx->body_size});
-        }
-    }
-    stop_capture(r, ctx);
-}
-
 bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
 {
     size_t capacity = ngx_max(ctx->capacity, initial_body_capacity);
@@ -223,6 +203,69 @@ void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
         return;
     }
     ctx->body_size += static_cast<size_t>(size);
+}
+
+// How nginx treats the response, for the replay to be treated alike.
+std::uint8_t response_flags(const ngx_http_request_t* r) noexcept
+{
+    return static_cast<std::uint8_t>((r->allow_ranges ? allow_ranges : 0) | (r->single_range ? single_range : 0)
+                                     | (r->expect_trailers ? expect_trailers : 0));
+}
+
+// The trailers the upstream sent (gRPC's grpc-status); add_trailer's are
+// added below the capture, to the replay as to the original.
+bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out)
+{
+    if (ngx_array_init(&out, r->pool, 2, sizeof(Header)) != NGX_OK) {
+        return false;
+    }
+    bool ok = true;
+    for_each_header(r->headers_out.trailers, [&](ngx_table_elt_t& h) {
+        if (h.hash != 0) {
+            auto* t = static_cast<Header*>(ngx_array_push(&out));
+            ok = t != nullptr;
+            if (ok) {
+                *t = {view(h.key), view(h.value)};
+            }
+        }
+        return ok;
+    });
+    return ok;
+}
+
+// The last byte has passed: store the record (or the marker of a response
+// that cannot be kept). The head was given room for a record with extras;
+// it is written right before the body, whatever its size.
+void finish(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    if (!ctx->owns_claim) {
+        return;
+    }
+    ngx_array_t trailers;
+    if (ctx->oversize) {
+        store_unreplayable(ctx, "larger than idempotency_max_response_size");
+    } else if (!collect_trailers(r, trailers)) {
+        store_unreplayable(ctx, "out of memory");
+    } else if (check_header_limits(static_cast<const Header*>(trailers.elts), trailers.nelts) != HeaderLimit::ok) {
+        store_unreplayable(ctx, "its trailers do not fit a record");
+    } else {
+        auto* headers = static_cast<const Header*>(ctx->headers.elts);
+        ResponseExtras extras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts};
+        size_t head = response_head_size(headers, ctx->headers.nelts, extras);
+        size_t tail = response_tail_size(extras);
+        char* tail_at = tail != 0 ? reserve(r, ctx, tail) : nullptr;
+        if (head == 0 || head > ctx->head_size || (extras.any() && tail_at == nullptr)) {
+            store_unreplayable(ctx, ctx->oversize ? "larger than idempotency_max_response_size"
+                                                  : "its headers do not fit a record");
+        } else {
+            char* start = ctx->record + ctx->head_size - head;
+            encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
+                                 ctx->headers.nelts, ctx->body_size, extras);
+            encode_response_tail(tail_at, extras);
+            store_record(ctx, {start, head + ctx->body_size + tail});
+        }
+    }
+    stop_capture(r, ctx);
 }
 
 // The client is gone: consume what the filters below us still hold so that
@@ -373,7 +416,10 @@ ngx_int_t header_filter(ngx_http_request_t* r)
                                                                : "more than 64 KB of response headers");
         return next_header_filter(r);
     }
-    ctx->head_size = response_size(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts, 0);
+    // room for the head of a record with extras (flags, trailers), which
+    // are known only once the last byte has passed
+    ResponseExtras with_extras{expect_trailers};
+    ctx->head_size = response_head_size(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts, with_extras);
     off_t expected = r->headers_out.content_length_n;
     size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size
                           ? static_cast<size_t>(expected)

@@ -103,7 +103,24 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return send_whole_body(r, record.body);
+    // As nginx treated the original: ranges served from it or not, and the
+    // upstream's trailers after the body.
+    r->allow_ranges = (record.flags & allow_ranges) != 0;
+    r->single_range = (record.flags & single_range) != 0;
+    r->expect_trailers = (record.flags & expect_trailers) != 0;
+    HeaderReader trailers = HeaderReader::trailers(record);
+    while (trailers.next(h)) {
+        auto* t = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.trailers));
+        if (t == nullptr) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        t->hash = 1;
+        t->key = {h.name.size(), bytes(h.name)};
+        t->value = {h.value.size(), bytes(h.value)};
+        t->lowcase_key = nullptr;
+    }
+
+    return send_whole_body(r, record.body, record.trailer_count != 0 || r->expect_trailers);
 }
 
 }  // namespace

@@ -17,9 +17,9 @@ ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::s
     return h;
 }
 
-ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body) noexcept
+ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool trailers_follow) noexcept
 {
-    r->headers_out.content_length_n = static_cast<off_t>(body.size());
+    r->headers_out.content_length_n = trailers_follow ? -1 : static_cast<off_t>(body.size());
     ngx_int_t rc = ngx_http_send_header(r);
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
         return rc;

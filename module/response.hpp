@@ -41,7 +41,9 @@ void for_each_header(ngx_list_t& list, F&& f)
 ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept;
 
 // Sends the response header (status and headers already set), then `body`
-// as the whole response body, with Content-Length.
-ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body) noexcept;
+// as the whole response body, with Content-Length, or without one when
+// trailers follow it (as a stream that ends with them, as an upstream
+// sends them).
+ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool trailers_follow = false) noexcept;
 
 }  // namespace idem

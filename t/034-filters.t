@@ -7,6 +7,40 @@ use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
 use Test::Nginx::Socket 'no_plan';
 
+$ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
+$ENV{TEST_NGINX_GRPC_PORT} = IdempotencyTest::free_port();
+
+# One POST over HTTP/2 with curl; returns {status, headers (lower-case
+# names), trailers (the lines curl shows after the body's headers), body}.
+sub h2_post {
+    my ($uri, $key) = @_;
+    my $dir = File::Temp::tempdir(CLEANUP => 1);
+    my $pid = fork // die "fork: $!\n";
+    if ($pid == 0) {
+        open STDERR, '>', "$dir/trace" or POSIX::_exit(127);
+        exec 'curl', '-s', '-v', '--http2-prior-knowledge', '-X', 'POST', '--data-binary', 'message',
+             '-H', 'Content-Type: application/grpc', '-H', "Idempotency-Key: $key",
+             '-o', "$dir/body", '--max-time', '10', "http://127.0.0.1:$ENV{TEST_NGINX_H2_PORT}$uri";
+        POSIX::_exit(127);
+    }
+    waitpid $pid, 0;
+    my ($trace, $body) = ('', '');
+    if (open my $fh, '<', "$dir/trace") { local $/; $trace = <$fh> // '' }
+    if (open my $fh, '<', "$dir/body") { local $/; $body = <$fh> // '' }
+    # "< " lines: the status, the headers, an empty one, then the trailers
+    my @received = map { /^< (.*?)\r?$/ ? ($1) : () } split /\n/, $trace;
+    my ($status, %headers, @trailers, $in_trailers);
+    for my $line (@received) {
+        if (!defined $status) { ($status) = $line =~ m{^HTTP/2 (\d{3})}; next }
+        if ($line eq '') { $in_trailers = 1; next }
+        if ($in_trailers) { push @trailers, $line; next }
+        $headers{lc $1} = $2 if $line =~ /^([^:]+):\s*(.*)$/;
+    }
+    return { status => $status // 0, headers => \%headers, trailers => join("\n", @trailers), body => $body };
+}
+
+use File::Temp ();
+use POSIX ();
 test_nginx_defaults();
 run_tests();
 
@@ -113,3 +147,68 @@ location / {
  qr{\r\nLocation: /payments/4\r\n.*Idempotent-Replayed: true\r\n}s,
  qr{\r\nLocation: https://api\.example\.com/payments/4\r\n(?!.*Idempotent-Replayed)}s,
  qr{\r\nLocation: https://api\.example\.com/payments/4\r\n.*Idempotent-Replayed: true\r\n}s]
+
+
+=== TEST 5: a first request with Range under proxy_force_ranges: the replay answers Range as the original did
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_force_ranges on;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /f/5?status=200&size=1000\nx", "POST /f/5?status=200&size=1000\nx", "POST /f/5?status=200&size=1000\nx"]
+--- more_headers eval
+["Idempotency-Key: filters-5\nRange: bytes=0-99", "Idempotency-Key: filters-5\nRange: bytes=0-99", "Idempotency-Key: filters-5"]
+--- error_code eval
+[206, 206, 200]
+--- raw_response_headers_like eval
+[qr/\r\nContent-Length: 100\r\n.*Content-Range: bytes 0-99\/1000\r\n/s,
+ qr/\r\nContent-Length: 100\r\n.*Content-Range: bytes 0-99\/1000\r\n/s,
+ qr/\r\nContent-Length: 1000\r\n.*Accept-Ranges: bytes\r\n/s]
+--- response_headers eval
+["!Idempotent-Replayed\nX-Upstream-Execution: 1", "Idempotent-Replayed: true\nX-Upstream-Execution: 1", "Idempotent-Replayed: true\nX-Upstream-Execution: 1"]
+--- response_body_like eval
+[qr/\A[a-zA-Z0-9\n]{100}\z/, qr/\A[a-zA-Z0-9\n]{100}\z/, qr/\A[a-zA-Z0-9\n]{1000}\z/]
+
+
+=== TEST 6: gRPC behind grpc_pass: the replay carries the upstream's trailers (grpc-status)
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+server {
+    listen 127.0.0.1:$TEST_NGINX_GRPC_PORT http2;
+    # a gRPC server: the message streamed (ssi drops Content-Length), then
+    # the status in trailers
+    location / {
+        add_trailer grpc-status 0;
+        add_trailer grpc-message done-$request_id;
+        default_type application/grpc;
+        ssi on;
+        ssi_types *;
+        return 200 "grpc-payload";
+    }
+}
+server {
+    listen 127.0.0.1:$TEST_NGINX_H2_PORT http2;
+    location / {
+        idempotency on;
+        grpc_pass grpc://127.0.0.1:$TEST_NGINX_GRPC_PORT;
+    }
+}
+--- config
+location = /probe {
+    return 204;
+}
+--- init
+my $first = main::h2_post('/pkg.Service/Pay', 'grpc-1');
+my $retry = main::h2_post('/pkg.Service/Pay', 'grpc-1');
+Test::More::is($first->{status}, 200, 'TEST 6: the first call is answered');
+Test::More::like($first->{trailers}, qr/^grpc-status: 0$/m, 'TEST 6: with grpc-status');
+Test::More::is($retry->{headers}{'idempotent-replayed'}, 'true', 'TEST 6: the retry is a replay');
+Test::More::is($retry->{body}, $first->{body}, 'TEST 6: of the same message');
+Test::More::is($retry->{trailers}, $first->{trailers}, 'TEST 6: with the same trailers');
+--- request
+GET /probe
+--- error_code: 204
