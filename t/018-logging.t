@@ -101,3 +101,47 @@ Idempotency-Key: raw-key-SECRET-4712
 --- no_error_log eval
 [qr/\[(?:info|notice|warn|error|crit|alert|emerg)\][^\n]*SECRET-4712/,
  qr/\[(?:info|notice|warn|error|crit|alert|emerg)\][^\n]*BODY-MARKER-4712/]
+
+
+=== TEST 6: a Redis whose maxmemory-policy can evict the module's keys is warned about, once per connection
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- init
+IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory-policy', 'volatile-lru');
+IdempotencyTest::nginx_post('/log/6a', 'evict-6a') == 201 or die "the first POST failed\n";
+IdempotencyTest::nginx_post('/log/6b', 'evict-6b') == 201 or die "the second POST failed\n";
+--- request
+POST /log/6c
+x
+--- more_headers
+Idempotency-Key: evict-6c
+--- error_code: 201
+--- grep_error_log eval
+qr/\[warn\] .*has maxmemory-policy [\w-]+: when full it evicts claims and stored responses.*set maxmemory-policy noeviction/
+--- grep_error_log_out eval
+qr/\A[^\n]*has maxmemory-policy volatile-lru[^\n]*\n\z/
+
+
+=== TEST 7: with noeviction nothing is said
+--- init
+IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request
+POST /log/7
+x
+--- more_headers
+Idempotency-Key: evict-7
+--- error_code: 201
+--- no_error_log
+maxmemory-policy

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../conf.hpp"
+#include "info.hpp"
 #include "resp.hpp"
 #include "../metrics.hpp"
 
@@ -62,8 +63,8 @@ constexpr size_t read_chunk = 16 * 1024;
 }  // namespace
 
 Connection::Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
-                       bool large_replies) noexcept
-    : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies)
+                       bool large_replies, bool data_node) noexcept
+    : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node)
 {
     retry_event_.handler = on_retry;
     retry_event_.data = this;
@@ -310,10 +311,19 @@ void Connection::connect() noexcept
 }
 
 // AUTH and SELECT go first on every new connection, pipelined with whatever
-// was queued meanwhile; a failure of either closes the connection.
+// was queued meanwhile; a failure of either closes the connection. On a data
+// node, INFO memory follows them: an eviction policy other than noeviction
+// is worth a warning, once per connection.
 bool Connection::handshake() noexcept
 {
-    // pushed to the front in reverse: AUTH goes out before SELECT
+    // pushed to the front in reverse: AUTH, then SELECT, then INFO go out
+    if (data_node_) {
+        const char* argv[] = {"INFO", "memory"};
+        const size_t lens[] = {4, 6};
+        if (!push(2, argv, lens, on_memory_info, this, true)) {
+            return false;
+        }
+    }
     if (auth_.db != 0) {
         char db[NGX_INT_T_LEN];
         size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", auth_.db) - reinterpret_cast<u_char*>(db));
@@ -347,6 +357,23 @@ void Connection::on_handshake_reply(void* data, redisReply* reply)
         ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the handshake: %s",
                       &self->name_, reply->str);
         self->fail(nullptr, 0);
+    }
+}
+
+void Connection::on_memory_info(void* data, redisReply* reply)
+{
+    auto* self = static_cast<Connection*>(data);
+    if (reply == nullptr || reply->type != REDIS_REPLY_STRING) {
+        return;  // lost with the connection, or INFO refused (managed Redis): nothing to say
+    }
+    std::string_view policy = info_field({reply->str, reply->len}, "maxmemory_policy");
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: maxmemory_policy %*s", &self->name_,
+                   policy.size(), policy.data());
+    if (evicts_module_keys(policy)) {
+        ngx_log_error(NGX_LOG_WARN, self->log_, 0,
+                      "idempotency: Redis %V has maxmemory-policy %*s: when full it evicts claims and stored "
+                      "responses (all have a TTL), and their retries execute again; set maxmemory-policy noeviction",
+                      &self->name_, policy.size(), policy.data());
     }
 }
 
@@ -402,7 +429,7 @@ void Connection::fail(const char* why, ngx_err_t err) noexcept
         void* data = p->data;
         p->next = free_;
         free_ = p;
-        if (handler != nullptr && handler != on_handshake_reply) {
+        if (handler != nullptr && handler != on_handshake_reply && handler != on_memory_info) {
             handler(data, nullptr);
         }
         p = next;

@@ -35,9 +35,10 @@ public:
     // `name` (for logs), `addr` and `auth` must outlive the connection.
     // `large_replies`: arrays of up to 16384 elements are accepted (the
     // cluster's slot map); otherwise 16, which the store's commands never
-    // exceed.
+    // exceed. `data_node`: the module's keys live there, and each new
+    // connection checks that Redis will not evict them (INFO memory).
     Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
-               bool large_replies = false) noexcept;
+               bool large_replies = false, bool data_node = true) noexcept;
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -81,12 +82,14 @@ private:
     static void on_deferred_failure(ngx_event_t* ev);
     static void on_flush(ngx_event_t* ev);
     static void on_handshake_reply(void* data, redisReply* reply);
+    static void on_memory_info(void* data, redisReply* reply);
 
     const ngx_str_t& name_;
     const ngx_addr_t& addr_;
     const RedisAuth& auth_;
     ngx_log_t* log_;
     bool large_replies_;
+    bool data_node_;
     State state_ = State::down;
     ngx_peer_connection_t peer_{};
     ngx_connection_t* conn_ = nullptr;

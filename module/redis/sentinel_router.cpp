@@ -52,7 +52,7 @@ public:
     {
         for (ngx_uint_t i = 0; i < server_.nurls && i < max_sentinels; i++) {
             const ngx_addr_t& addr = server_.urls[i].addrs[0];
-            sentinels_[i] = new (std::nothrow) Connection(addr.name, addr, server_.sentinel_auth, log_);
+            sentinels_[i] = new (std::nothrow) Connection(addr.name, addr, server_.sentinel_auth, log_, false, false);
             if (sentinels_[i] == nullptr) {
                 return false;
             }
