@@ -68,6 +68,12 @@ sub keep_redis_busy {
     return $pid;
 }
 
+# Waits until Redis answers BUSY (the script of keep_redis_busy runs).
+sub await_busy {
+    IdempotencyTest::wait_until(sub { !eval { IdempotencyTest::redis_command('PING'); 1 } && $@ =~ /BUSY/ }, 10)
+        or die "Redis never got busy\n";
+}
+
 # Restarts Redis (its data saved and loaded again) loading slowly: every
 # command is answered LOADING for about two seconds. The usual Redis comes
 # back with start_redis().
@@ -200,6 +206,7 @@ location / {
 IdempotencyTest::redis_command('CONFIG', 'SET', 'busy-reply-threshold', 100);
 my $original = main::start_original('/busy/3?sleep=1', 'busy-3');
 my $busy = main::keep_redis_busy(2);
+main::await_busy();
 Test::More::is(main::finish($original), 201, 'the original is answered');
 waitpid($busy, 0);
 IdempotencyTest::redis_command('CONFIG', 'SET', 'busy-reply-threshold', 5000);
@@ -332,14 +339,15 @@ location = /metrics {
 }
 --- init
 IdempotencyTest::redis_command('CONFIG', 'SET', 'busy-reply-threshold', 100);
-my $original = main::start_original('/release/7?status=500&sleep=0.2', 'release-7');
-my $busy = main::keep_redis_busy(2);
+my $original = main::start_original('/release/7?status=500&sleep=1', 'release-7');
+my $busy = main::keep_redis_busy(3);
+main::await_busy();
 Test::More::is(main::finish($original), 500, 'the original is answered');
 waitpid($busy, 0);
 IdempotencyTest::redis_command('CONFIG', 'SET', 'busy-reply-threshold', 5000);
 Test::More::is(main::metric('idempotency_redis_abandoned_total{operation="release"}'), 1, 'counted');
 --- request
-POST /release/7?status=500&sleep=0.2
+POST /release/7?status=500&sleep=1
 x
 --- more_headers
 Idempotency-Key: release-7
