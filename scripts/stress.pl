@@ -41,7 +41,14 @@
 #
 # Environment: NGINX_BIN (default: nginx from PATH, else /usr/sbin/nginx; an
 # absolute path is needed for the binary upgrade), REDIS_SERVER (default
-# redis-server from PATH).
+# redis-server from PATH), STRESS_MODULE (the module to load; default
+# build/ngx_http_idempotency_module.so), STRESS_ASAN=1 (the module built with
+# AddressSanitizer and UndefinedBehaviorSanitizer, by default
+# build/asan/ngx_http_idempotency_module.so, which `make test-asan` builds;
+# every nginx then runs with gcc's libasan preloaded, as
+# scripts/asan-nginx.sh does, with leak detection off; its reports go to
+# asan/ in the temp dir, and a scenario during which one appeared fails and
+# prints it).
 #
 # Core Perl modules only. Every loop is bounded in count and time; nothing
 # listens or connects beyond 127.0.0.1.
@@ -78,12 +85,18 @@ die "--scale must be in (0, 1]\n" unless $opt{scale} > 0 && $opt{scale} <= 1;
 my %want = map { $_ => 1 } split /,/, $opt{scenarios};
 
 my $REPO   = abs_path(File::Spec->catdir(dirname(abs_path(__FILE__)), '..'));
-my $MODULE = "$REPO/build/ngx_http_idempotency_module.so";
+my $ASAN   = $ENV{STRESS_ASAN} ? 1 : 0;
+my $MODULE = $ENV{STRESS_MODULE} ? File::Spec->rel2abs($ENV{STRESS_MODULE})
+           : "$REPO/build/" . ($ASAN ? 'asan/' : '') . 'ngx_http_idempotency_module.so';
 my $UPSTREAM_SCRIPT = "$REPO/scripts/upstream.pl";
 my $NGINX  = find_binary($ENV{NGINX_BIN} || 'nginx', '/usr/sbin/nginx');
 my $REDIS  = find_binary($ENV{REDIS_SERVER} || 'redis-server');
 (my $REDIS_CLI = $REDIS) =~ s/redis-server$/redis-cli/;
-die "stress.pl: $MODULE is missing: build it first (make module)\n" unless -f $MODULE;
+die "stress.pl: $MODULE is missing: build it first (" . ($ASAN ? 'make test-asan' : 'make module') . ")\n"
+    unless -f $MODULE;
+my $ASAN_RUNTIME = $ASAN ? ($ENV{ASAN_RUNTIME} || `gcc -print-file-name=libasan.so`) : '';
+chomp $ASAN_RUNTIME;
+die "stress.pl: STRESS_ASAN: gcc's libasan.so not found (set ASAN_RUNTIME)\n" if $ASAN && !-e $ASAN_RUNTIME;
 
 # Sizes (scaled down by --scale for quick runs).
 sub scaled { my ($n, $min) = @_; my $v = int($n * $opt{scale} + 0.5); return $v < $min ? $min : $v }
@@ -823,6 +836,44 @@ $backend}
 CONF
 }
 
+# STRESS_ASAN: gcc's ASan runtime preloaded into nginx (the packaged binary
+# is not instrumented, the module is), as scripts/asan-nginx.sh does; each
+# process logs to asan.<pid> / ubsan.<pid> in $TMP/asan, only if it has
+# something to report (no exit statistics, no leak check: nginx leaks by
+# design at exit).
+sub asan_env {
+    return {} unless $ASAN;
+    make_path("$TMP/asan");
+    chmod 01777, "$TMP/asan";   # workers run as another user when we are root
+    return {
+        LD_PRELOAD    => $ASAN_RUNTIME . ($ENV{LD_PRELOAD} ? " $ENV{LD_PRELOAD}" : ''),
+        ASAN_OPTIONS  => "log_path=$TMP/asan/asan:atexit=0:halt_on_error=0:detect_leaks=0:"
+                       . 'fast_unwind_on_malloc=0:malloc_context_size=30' . ($ENV{ASAN_OPTIONS} ? ":$ENV{ASAN_OPTIONS}" : ''),
+        UBSAN_OPTIONS => "log_path=$TMP/asan/ubsan:print_stacktrace=1:halt_on_error=0"
+                       . ($ENV{UBSAN_OPTIONS} ? ":$ENV{UBSAN_OPTIONS}" : ''),
+    };
+}
+
+# Sanitizer reports written since the last call: [file, new text] each.
+my %asan_seen;
+sub asan_new_reports {
+    return () unless $ASAN && opendir my $dh, "$TMP/asan";
+    my @new;
+    for my $f (sort grep { /^(?:asan|ubsan)\.\d+$/ } readdir $dh) {
+        my $path = "$TMP/asan/$f";
+        my $size = -s $path // 0;
+        next if $size <= ($asan_seen{$f} // 0);
+        open my $fh, '<', $path or next;
+        seek $fh, $asan_seen{$f} // 0, 0;
+        local $/;
+        my $text = <$fh> // '';
+        $asan_seen{$f} = $size;
+        push @new, [$path, $text] if $text =~ /\S/;
+    }
+    closedir $dh;
+    return @new;
+}
+
 # Starts an nginx instance named $name; returns its handle.
 sub nginx_start {
     my ($name, %o) = @_;
@@ -838,6 +889,10 @@ sub nginx_start {
     print $fh nginx_conf(dir => $dir, port => $ng->{port}, workers => $ng->{workers},
                          backend_port => $ng->{backend_port}, locations => $o{locations});
     close $fh;
+    # STRESS_ASAN: the master and every process it forks keep this environment.
+    my $env = asan_env();
+    my @env = sort keys %$env;
+    local @ENV{@env} = @$env{@env};
     my $check = system { $NGINX } $NGINX, '-t', '-q', '-p', "$dir/", '-c', $ng->{conf};
     die "stress.pl: nginx -t refused $ng->{conf}\n" if $check != 0;
     # daemon on, as nginx is run in production: the binary upgrade (USR2)
@@ -971,6 +1026,30 @@ sub answers_text {
 
 sub scenario_end {
     my ($sc) = @_;
+    if (my @reports = asan_new_reports()) {
+        # Each distinct report (its error line and top frames, addresses
+        # aside) once, up to its SUMMARY line, with the processes that wrote it.
+        my (%files, @order, %text);
+        for my $r (@reports) {
+            for my $one (split /(?=^=+\n==\d+==ERROR|^\S+:\d+:\d+: runtime error)/m, $r->[1]) {
+                next unless $one =~ /ERROR|runtime error/;
+                my @frames = $one =~ /^\s+#[0-3] 0x[0-9a-f]+ in (\S+)/mg;
+                my ($what) = $one =~ /(ERROR: \S+: [\w-]+|runtime error: [^\n]*)/;
+                my $sig = join ' ', $what // '?', @frames;
+                push @order, $sig unless $files{$sig};
+                push @{ $files{$sig} }, $r->[0] =~ s{.*/}{}r;
+                ($text{$sig} //= $one) =~ s/(^SUMMARY:[^\n]*\n).*/$1/ms;
+            }
+        }
+        fail($sc, scalar(@reports) . ' nginx process(es) wrote sanitizer reports (' . scalar(@order)
+                  . " distinct), in $TMP/asan");
+        for my $sig (@order) {
+            my %seen;
+            my @f = grep { !$seen{$_}++ } @{ $files{$sig} };
+            note("--- in " . @f . " process(es) ($f[0]" . (@f > 1 ? ", ..." : '') . "):");
+            note("  $_") for grep { /\S/ } split /\n/, $text{$sig};
+        }
+    }
     $sc->{duration} = time - $sc->{start};
     $sc->{ok} = !@{ $sc->{failures} };
     say_(sprintf "  requests %d, upstream executions %d, duplicate executions %d",
