@@ -2,7 +2,7 @@
 # stress.pl — stress and failure-injection runs for ngx_http_idempotency_module
 # (what `make stress` runs).
 #
-#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,7,8,9] [--scale F] [--keep] [--verbose]
+#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,7,8,9,10] [--scale F] [--keep] [--verbose]
 #
 # Starts everything it needs itself, on free 127.0.0.1 ports, in a temp dir:
 # one redis-server, the counting upstream (scripts/upstream.pl) and, per
@@ -38,10 +38,27 @@
 #   9  2000 keys, clients retry until 2xx, through Redis Sentinel (a master,
 #      a replica, one sentinel) while the master fails over (writes paused
 #      on it, SENTINEL FAILOVER): one execution per key; every key replays.
+#  10  1500 keys, each POSTed once and retried once idempotency_lock_ttl
+#      (4s) + 1 s after its answer, concurrency 16, while a fault proxy
+#      between nginx and Redis drops replies, stalls them past
+#      idempotency_redis_timeout (300ms) or cuts the connection mid-reply,
+#      and nginx is reloaded (SIGHUP) 5 times during the faults
+#      (worker_shutdown_timeout 5s; the old workers must be gone within it
+#      + 3 s). No worker crash or alert; at most one execution per key; a
+#      first attempt gets its execution or 503, a retry a replay, 409, 410,
+#      503 or the key's first execution; once every claim has expired or
+#      been resolved in Redis, each key once more: the same.
 #
 # Environment: NGINX_BIN (default: nginx from PATH, else /usr/sbin/nginx; an
 # absolute path is needed for the binary upgrade), REDIS_SERVER (default
-# redis-server from PATH).
+# redis-server from PATH), STRESS_MODULE (the module to load; default
+# build/ngx_http_idempotency_module.so), STRESS_ASAN=1 (the module built with
+# AddressSanitizer and UndefinedBehaviorSanitizer, by default
+# build/asan/ngx_http_idempotency_module.so, which `make test-asan` builds;
+# every nginx then runs with gcc's libasan preloaded, as
+# scripts/asan-nginx.sh does, with leak detection off; its reports go to
+# asan/ in the temp dir, and a scenario during which one appeared fails and
+# prints it).
 #
 # Core Perl modules only. Every loop is bounded in count and time; nothing
 # listens or connects beyond 127.0.0.1.
@@ -59,7 +76,7 @@ use File::Temp qw(tempdir);
 use Getopt::Long qw(GetOptions);
 use IO::Socket::INET;
 use POSIX qw(WNOHANG strerror);
-use Socket qw(PF_INET SOCK_STREAM IPPROTO_TCP SOL_SOCKET SO_ERROR TCP_NODELAY
+use Socket qw(PF_INET SOCK_STREAM IPPROTO_TCP SOL_SOCKET SO_ERROR TCP_NODELAY AF_UNIX PF_UNSPEC
               pack_sockaddr_in inet_aton);
 use Time::HiRes qw(time sleep);
 
@@ -67,7 +84,7 @@ $| = 1;
 
 # ---------------------------------------------------------------- options
 
-my %opt = (scenarios => '1,2,3,4,5,6,7,8,9', scale => 1, keep => 0, verbose => 0);
+my %opt = (scenarios => '1,2,3,4,5,6,7,8,9,10', scale => 1, keep => 0, verbose => 0);
 GetOptions(
     'scenarios=s' => \$opt{scenarios},
     'scale=f'     => \$opt{scale},
@@ -78,12 +95,18 @@ die "--scale must be in (0, 1]\n" unless $opt{scale} > 0 && $opt{scale} <= 1;
 my %want = map { $_ => 1 } split /,/, $opt{scenarios};
 
 my $REPO   = abs_path(File::Spec->catdir(dirname(abs_path(__FILE__)), '..'));
-my $MODULE = "$REPO/build/ngx_http_idempotency_module.so";
+my $ASAN   = $ENV{STRESS_ASAN} ? 1 : 0;
+my $MODULE = $ENV{STRESS_MODULE} ? File::Spec->rel2abs($ENV{STRESS_MODULE})
+           : "$REPO/build/" . ($ASAN ? 'asan/' : '') . 'ngx_http_idempotency_module.so';
 my $UPSTREAM_SCRIPT = "$REPO/scripts/upstream.pl";
 my $NGINX  = find_binary($ENV{NGINX_BIN} || 'nginx', '/usr/sbin/nginx');
 my $REDIS  = find_binary($ENV{REDIS_SERVER} || 'redis-server');
 (my $REDIS_CLI = $REDIS) =~ s/redis-server$/redis-cli/;
-die "stress.pl: $MODULE is missing: build it first (make module)\n" unless -f $MODULE;
+die "stress.pl: $MODULE is missing: build it first (" . ($ASAN ? 'make test-asan' : 'make module') . ")\n"
+    unless -f $MODULE;
+my $ASAN_RUNTIME = $ASAN ? ($ENV{ASAN_RUNTIME} || `gcc -print-file-name=libasan.so`) : '';
+chomp $ASAN_RUNTIME;
+die "stress.pl: STRESS_ASAN: gcc's libasan.so not found (set ASAN_RUNTIME)\n" if $ASAN && !-e $ASAN_RUNTIME;
 
 # Sizes (scaled down by --scale for quick runs).
 sub scaled { my ($n, $min) = @_; my $v = int($n * $opt{scale} + 0.5); return $v < $min ? $min : $v }
@@ -96,6 +119,7 @@ my $S6_REQUESTS   = scaled(100_000, 2000);
 my $S8_KEYS       = scaled(3000, 300);
 my $S8_SLOTS      = scaled(1000, 100);
 my $S9_KEYS       = scaled(2000, 200);
+my $S10_KEYS      = scaled(1500, 150);
 my $CONCURRENCY   = 32;
 
 use constant {
@@ -107,6 +131,14 @@ use constant {
     S8_RESHARD_TRIES  => 3,     # redis-cli --cluster reshard runs at most, a refused one retried
     S8_RESHARD_TIME   => 60,    # seconds for them all, waits for the cluster to settle included
     RSS_GROWTH_MAX  => 0.20,
+    S10_REDIS_TIMEOUT => 300,   # ms, idempotency_redis_timeout
+    S10_LOCK_TTL      => 4,     # s, idempotency_lock_ttl
+    S10_SHUTDOWN      => 5,     # s, worker_shutdown_timeout
+    S10_STALL         => 800,   # ms a stalled reply is held
+    S10_FAULT_AFTER   => 1.2,   # s a fault goes on after the SIGHUP
+    S10_CONCURRENCY   => 16,
+    S10_LOAD_LIMIT    => 120,   # s for the load and the reloads
+    S10_TIME_LIMIT    => 180,   # s for the whole scenario
 };
 
 sub find_binary {
@@ -789,6 +821,7 @@ master_process on;
 daemon on;
 worker_processes $o{workers};
 worker_rlimit_nofile 8192;
+@{[ $o{main} // '' ]}
 error_log $d/logs/error.log notice;
 pid $d/nginx.pid;
 
@@ -823,6 +856,44 @@ $backend}
 CONF
 }
 
+# STRESS_ASAN: gcc's ASan runtime preloaded into nginx (the packaged binary
+# is not instrumented, the module is), as scripts/asan-nginx.sh does; each
+# process logs to asan.<pid> / ubsan.<pid> in $TMP/asan, only if it has
+# something to report (no exit statistics, no leak check: nginx leaks by
+# design at exit).
+sub asan_env {
+    return {} unless $ASAN;
+    make_path("$TMP/asan");
+    chmod 01777, "$TMP/asan";   # workers run as another user when we are root
+    return {
+        LD_PRELOAD    => $ASAN_RUNTIME . ($ENV{LD_PRELOAD} ? " $ENV{LD_PRELOAD}" : ''),
+        ASAN_OPTIONS  => "log_path=$TMP/asan/asan:atexit=0:halt_on_error=0:detect_leaks=0:"
+                       . 'fast_unwind_on_malloc=0:malloc_context_size=30' . ($ENV{ASAN_OPTIONS} ? ":$ENV{ASAN_OPTIONS}" : ''),
+        UBSAN_OPTIONS => "log_path=$TMP/asan/ubsan:print_stacktrace=1:halt_on_error=0"
+                       . ($ENV{UBSAN_OPTIONS} ? ":$ENV{UBSAN_OPTIONS}" : ''),
+    };
+}
+
+# Sanitizer reports written since the last call: [file, new text] each.
+my %asan_seen;
+sub asan_new_reports {
+    return () unless $ASAN && opendir my $dh, "$TMP/asan";
+    my @new;
+    for my $f (sort grep { /^(?:asan|ubsan)\.\d+$/ } readdir $dh) {
+        my $path = "$TMP/asan/$f";
+        my $size = -s $path // 0;
+        next if $size <= ($asan_seen{$f} // 0);
+        open my $fh, '<', $path or next;
+        seek $fh, $asan_seen{$f} // 0, 0;
+        local $/;
+        my $text = <$fh> // '';
+        $asan_seen{$f} = $size;
+        push @new, [$path, $text] if $text =~ /\S/;
+    }
+    closedir $dh;
+    return @new;
+}
+
 # Starts an nginx instance named $name; returns its handle.
 sub nginx_start {
     my ($name, %o) = @_;
@@ -836,8 +907,12 @@ sub nginx_start {
     $ng->{backend_port} = free_port() if $o{backend};
     open my $fh, '>', $ng->{conf} or die "stress.pl: $ng->{conf}: $!\n";
     print $fh nginx_conf(dir => $dir, port => $ng->{port}, workers => $ng->{workers},
-                         backend_port => $ng->{backend_port}, locations => $o{locations});
+                         backend_port => $ng->{backend_port}, locations => $o{locations}, main => $o{main});
     close $fh;
+    # STRESS_ASAN: the master and every process it forks keep this environment.
+    my $env = asan_env();
+    my @env = sort keys %$env;
+    local @ENV{@env} = @$env{@env};
     my $check = system { $NGINX } $NGINX, '-t', '-q', '-p', "$dir/", '-c', $ng->{conf};
     die "stress.pl: nginx -t refused $ng->{conf}\n" if $check != 0;
     # daemon on, as nginx is run in production: the binary upgrade (USR2)
@@ -971,6 +1046,30 @@ sub answers_text {
 
 sub scenario_end {
     my ($sc) = @_;
+    if (my @reports = asan_new_reports()) {
+        # Each distinct report (its error line and top frames, addresses
+        # aside) once, up to its SUMMARY line, with the processes that wrote it.
+        my (%files, @order, %text);
+        for my $r (@reports) {
+            for my $one (split /(?=^=+\n==\d+==ERROR|^\S+:\d+:\d+: runtime error)/m, $r->[1]) {
+                next unless $one =~ /ERROR|runtime error/;
+                my @frames = $one =~ /^\s+#[0-3] 0x[0-9a-f]+ in (\S+)/mg;
+                my ($what) = $one =~ /(ERROR: \S+: [\w-]+|runtime error: [^\n]*)/;
+                my $sig = join ' ', $what // '?', @frames;
+                push @order, $sig unless $files{$sig};
+                push @{ $files{$sig} }, $r->[0] =~ s{.*/}{}r;
+                ($text{$sig} //= $one) =~ s/(^SUMMARY:[^\n]*\n).*/$1/ms;
+            }
+        }
+        fail($sc, scalar(@reports) . ' nginx process(es) wrote sanitizer reports (' . scalar(@order)
+                  . " distinct), in $TMP/asan");
+        for my $sig (@order) {
+            my %seen;
+            my @f = grep { !$seen{$_}++ } @{ $files{$sig} };
+            note("--- in " . @f . " process(es) ($f[0]" . (@f > 1 ? ", ..." : '') . "):");
+            note("  $_") for grep { /\S/ } split /\n/, $text{$sig};
+        }
+    }
     $sc->{duration} = time - $sc->{start};
     $sc->{ok} = !@{ $sc->{failures} };
     say_(sprintf "  requests %d, upstream executions %d, duplicate executions %d",
@@ -1992,6 +2091,489 @@ sub scenario9 {
     scenario_end($sc);
 }
 
+# ---------------------------------------------------------------- fault proxy
+#
+# A loopback TCP proxy to Redis that injects faults into its replies
+# (scenario 10). It runs in a forked process, steered over a socket pair
+# (fault_proxy_mode, fault_proxy_stats). Commands always reach Redis; each
+# reply (one RESP value) meets the mode in force when it arrives:
+#   pass   forwarded;
+#   drop   read and not forwarded, and nothing more is forwarded on that
+#          connection (later replies would be taken for this one's): nginx
+#          sees a reply timeout;
+#   stall  held for ARG ms, then forwarded if nginx is still connected
+#          (replies after it queue behind it);
+#   cut    half of it forwarded, then both sides closed: nginx sees the
+#          connection close mid-reply.
+
+# The end of the RESP value starting at $pos in $$buf; -1 while incomplete.
+# What is not RESP is taken whole.
+sub resp_end {
+    my ($buf, $pos) = @_;
+    my $need = 1;
+    while ($need > 0) {
+        my $le = index($$buf, "\r\n", $pos);
+        return -1 if $le < 0;
+        my $type = substr($$buf, $pos, 1);
+        my $arg = substr($$buf, $pos + 1, $le - $pos - 1);
+        $pos = $le + 2;
+        $need--;
+        if ($type eq '$') {
+            return length $$buf unless $arg =~ /^-?\d+$/;
+            next if $arg < 0;
+            return -1 if length($$buf) < $pos + $arg + 2;
+            $pos += $arg + 2;
+        } elsif ($type eq '*') {
+            return length $$buf unless $arg =~ /^-?\d+$/;
+            $need += $arg if $arg > 0;
+        } elsif ($type !~ /^[-+:]$/) {
+            return length $$buf;
+        }
+    }
+    return $pos;
+}
+
+sub fault_proxy_start {
+    my ($target) = @_;
+    my $listen = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 128, Proto => 'tcp', ReuseAddr => 1,
+    ) or die "stress.pl: cannot listen for the fault proxy: $!\n";
+    socketpair(my $ours, my $theirs, AF_UNIX, SOCK_STREAM, PF_UNSPEC)
+        or die "stress.pl: socketpair: $!\n";
+    my $pid = fork;
+    die "stress.pl: fork: $!\n" unless defined $pid;
+    if ($pid == 0) {
+        $SIG{$_} = 'DEFAULT' for qw(INT TERM HUP ALRM);
+        close $ours;
+        my $ok = eval { fault_proxy_loop($listen, $theirs, $target); 1 };
+        print STDERR "fault proxy: $@" unless $ok;
+        POSIX::_exit($ok ? 0 : 1);
+    }
+    close $theirs;
+    $CHILD{$pid} = $OWNED{$pid} = 'fault proxy';
+    my $px = { pid => $pid, port => $listen->sockport, ctl => $ours, buf => '' };
+    close $listen;
+    return $px;
+}
+
+sub fault_proxy_loop {
+    my ($listen, $ctl, $target) = @_;
+    my $nonblock = sub { my $fl = fcntl($_[0], F_GETFL, 0); fcntl($_[0], F_SETFL, $fl | O_NONBLOCK) };
+    $nonblock->($listen);
+    my ($mode, $hold) = ('pass', 0);
+    my %st = map { $_ => 0 } qw(connections commands replies forwarded dropped stalled late cut);
+    my @pairs;
+    my $ctl_buf = '';
+    my $deadline = time + 1800;     # the parent ends it long before
+    my $close = sub {
+        my ($pr) = @_;
+        return if $pr->{closed};
+        $pr->{closed} = 1;
+        close $pr->{c};
+        close $pr->{s};
+    };
+    while (time < $deadline) {
+        @pairs = grep { !$_->{closed} } @pairs;
+        my $now = time;
+        my ($rin, $win) = ('', '');
+        vec($rin, fileno $listen, 1) = 1;
+        vec($rin, fileno $ctl, 1) = 1;
+        my $timeout = 0.05;
+        for my $pr (@pairs) {
+            vec($rin, fileno $pr->{c}, 1) = 1;
+            vec($rin, fileno $pr->{s}, 1) = 1 unless $pr->{cutting};
+            vec($win, fileno $pr->{c}, 1) = 1 if length $pr->{down};
+            vec($win, fileno $pr->{s}, 1) = 1 if length $pr->{up};
+            if (@{ $pr->{q} }) {
+                my $until = $pr->{q}[0][1] - $now;
+                $timeout = $until < 0 ? 0 : $until if $until < $timeout;
+            }
+        }
+        my ($rout, $wout) = ($rin, $win);
+        my $n = select($rout, $wout, undef, $timeout);
+        next if $n < 0 && $! == EINTR;
+        $now = time;
+        if (vec($rout, fileno $ctl, 1)) {
+            my $got = sysread($ctl, $ctl_buf, 4096, length $ctl_buf);
+            return if defined $got && $got == 0;    # the parent is gone
+            while ($ctl_buf =~ s/^([^\n]*)\n//) {
+                my ($cmd, @arg) = split ' ', $1;
+                if (($cmd // '') eq 'mode') {
+                    ($mode, $hold) = ($arg[0], ($arg[1] // 0) / 1000);
+                    syswrite($ctl, "ok\n");
+                } elsif (($cmd // '') eq 'stats') {
+                    syswrite($ctl, join(' ', 'stats', map { "$_=$st{$_}" } sort keys %st) . "\n");
+                }
+            }
+        }
+        if (vec($rout, fileno $listen, 1)) {
+            while (my $c = $listen->accept) {
+                my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $target, Proto => 'tcp', Timeout => 2);
+                if (!$s) { close $c; next }
+                $nonblock->($_) for $c, $s;
+                setsockopt($_, IPPROTO_TCP, TCP_NODELAY, 1) for $c, $s;
+                $st{connections}++;
+                push @pairs, { c => $c, s => $s, up => '', down => '', cmds => '', replies => '', q => [] };
+            }
+        }
+        for my $pr (@pairs) {
+            next if $pr->{closed};
+            if (vec($rout, fileno $pr->{c}, 1)) {     # nginx -> Redis: always passed on
+                my $got = sysread($pr->{c}, my $buf, 65536);
+                if (!defined $got) { $close->($pr) unless $! == EAGAIN || $! == EINTR; next }
+                if ($got == 0) { $close->($pr); next }
+                $pr->{up} .= $buf;
+                $pr->{cmds} .= $buf;
+                while ((my $end = resp_end(\$pr->{cmds}, 0)) > 0) {
+                    substr($pr->{cmds}, 0, $end, '');
+                    $st{commands}++;
+                }
+            }
+            if (!$pr->{cutting} && vec($rout, fileno $pr->{s}, 1)) {     # Redis -> nginx: the faults
+                my $got = sysread($pr->{s}, my $buf, 65536);
+                if (!defined $got) { $close->($pr) unless $! == EAGAIN || $! == EINTR; next }
+                if ($got == 0) { $close->($pr); next }
+                $pr->{replies} .= $buf;
+                while ((my $end = resp_end(\$pr->{replies}, 0)) > 0) {
+                    my $reply = substr($pr->{replies}, 0, $end, '');
+                    $st{replies}++;
+                    if ($pr->{dead} || $mode eq 'drop') {
+                        $st{dropped}++;
+                        $pr->{dead} = 1;
+                    } elsif ($mode eq 'cut') {
+                        $st{cut}++;
+                        push @{ $pr->{q} }, [substr($reply, 0, int(length($reply) / 2) || 1), $now, 0];
+                        $pr->{dead} = $pr->{cutting} = 1;
+                    } elsif ($mode eq 'stall') {
+                        $st{stalled}++;
+                        push @{ $pr->{q} }, [$reply, $now + $hold, 1];
+                    } else {
+                        push @{ $pr->{q} }, [$reply, $now, 0];
+                    }
+                }
+            }
+            while (@{ $pr->{q} } && $pr->{q}[0][1] <= $now) {
+                my $item = shift @{ $pr->{q} };
+                $pr->{down} .= $item->[0];
+                $st{ $item->[2] ? 'late' : 'forwarded' }++ unless $pr->{cutting};
+            }
+            for my $dir (['down', 'c'], ['up', 's']) {
+                my ($b, $sock) = @$dir;
+                next unless length $pr->{$b};
+                my $w = syswrite($pr->{$sock}, $pr->{$b});
+                if (!defined $w) { $close->($pr) unless $! == EAGAIN || $! == EINTR; last }
+                substr($pr->{$b}, 0, $w, '');
+            }
+            $close->($pr) if $pr->{cutting} && !$pr->{closed} && !length $pr->{down} && !@{ $pr->{q} };
+        }
+    }
+}
+
+# One line to the proxy and its answer line.
+sub fault_proxy_ask {
+    my ($px, $line) = @_;
+    syswrite($px->{ctl}, "$line\n") or die "stress.pl: fault proxy: write: $!\n";
+    my $deadline = time + 5;
+    while ($px->{buf} !~ /\n/) {
+        my $left = $deadline - time;
+        die "stress.pl: the fault proxy did not answer '$line'\n" if $left <= 0;
+        my $rin = '';
+        vec($rin, fileno $px->{ctl}, 1) = 1;
+        next unless select($rin, undef, undef, $left) > 0;
+        my $n = sysread($px->{ctl}, $px->{buf}, 4096, length $px->{buf});
+        die "stress.pl: the fault proxy is gone\n" if defined $n && $n == 0;
+    }
+    $px->{buf} =~ s/^([^\n]*)\n//;
+    return $1;
+}
+
+sub fault_proxy_mode { my ($px, $mode, $arg) = @_; fault_proxy_ask($px, "mode $mode" . ($arg ? " $arg" : '')) }
+
+sub fault_proxy_stats {
+    my ($px) = @_;
+    my %st = fault_proxy_ask($px, 'stats') =~ /(\w+)=(\d+)/g;
+    $st{faults} = ($st{dropped} // 0) + ($st{stalled} // 0) + ($st{cut} // 0);
+    return \%st;
+}
+
+# ---------------------------------------------------------------- scenario 10
+
+# What the module keeps under $prefix in Redis: claims, responses,
+# unreplayable marks and other values (the kind byte after "IDM\x01").
+sub redis_kinds {
+    my ($prefix) = @_;
+    my $lua = q{
+        local n = {0, 0, 0, 0}
+        local cursor = '0'
+        repeat
+            local r = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+            cursor = r[1]
+            for _, k in ipairs(r[2]) do
+                local v = redis.call('GET', k)
+                local kind = v and string.byte(v, 5) or 0
+                if kind >= 1 and kind <= 3 then n[kind] = n[kind] + 1 else n[4] = n[4] + 1 end
+            end
+        until cursor == '0'
+        return table.concat(n, ' ')
+    };
+    my @n = split ' ', redis_command('EVAL', $lua, 0, "$prefix*");
+    return { claim => $n[0], response => $n[1], unreplayable => $n[2], other => $n[3] };
+}
+
+sub scenario10 {
+    # one reload per fault, in this order
+    my @faults = (['drop'], ['stall', S10_STALL], ['cut'], ['drop'], ['stall', S10_STALL]);
+    my $sc = scenario_begin(10, "$S10_KEYS keys and a retry of each through a proxy that drops, stalls and cuts "
+        . "Redis's replies; nginx reloaded " . @faults . ' times during the faults (idempotency_redis_timeout '
+        . S10_REDIS_TIMEOUT . 'ms, idempotency_lock_ttl ' . S10_LOCK_TTL . 's, worker_shutdown_timeout '
+        . S10_SHUTDOWN . 's)');
+    my $px = fault_proxy_start($REDIS_PORT);
+    note("fault proxy pid $px->{pid} on 127.0.0.1:$px->{port}, to Redis on $REDIS_PORT");
+    my $prefix = 'idem-s10:';
+    my $ng = nginx_start('s10', workers => 2, main => 'worker_shutdown_timeout ' . S10_SHUTDOWN . 's;',
+        locations => "        location /s10/ { idempotency on; idempotency_redis 127.0.0.1:$px->{port}; "
+                   . 'idempotency_redis_timeout ' . S10_REDIS_TIMEOUT . 'ms; idempotency_lock_ttl '
+                   . S10_LOCK_TTL . "s; idempotency_key_prefix $prefix; proxy_pass http://payments; }\n");
+    my $master = $ng->{pid};
+    # a fifth of the keys keep the upstream long enough for their response
+    # to come back while the Redis connection is down or the worker exiting
+    my @keys = map { { path => "/s10/k$_", key => "s10-key-$_", body => "{\"order\":$_}",
+                       query => '?sleep=' . ($_ % 10 == 0 ? 0.8 : $_ % 10 == 5 ? 0.4 : 0.02) } } 1 .. $S10_KEYS;
+    my $request = sub {
+        my ($k, $kind) = @_;
+        return { port => $ng->{port}, method => 'POST', path => $k->{path} . $k->{query}, timeout => 10,
+                 close => 1, k => $k, kind => $kind, body => $k->{body},
+                 headers => [['Idempotency-Key', $k->{key}], ['Content-Type', 'application/json']] };
+    };
+
+    # The load: each key once, and once more idempotency_lock_ttl + 1 s
+    # after its answer (a claim its first attempt left behind has expired
+    # by then). Fault i begins once i/(faults + 1) of the keys were sent;
+    # from then on a third as many more are sent until its old workers are
+    # gone and Redis answers through nginx again (probes, keys of their
+    # own, one at a time 25 ms apart, until 3 in a row are executed), so
+    # that every fault and reload meets the load and most keys are sent
+    # between them.
+    my $t_start = time;
+    my @events;
+    my $event = sub { push @events, sprintf('%.2fs: %s', time - $t_start, $_[0]); note($events[-1]) };
+    my $gate = sub { int(($_[0] + 1) * @keys / (@faults + 1)) };
+    my $fault_keys = int(@keys / (@faults + 1) / 3);
+    my ($sent, $cycle, $state, $base, $t_fault, $t_hup, $next_poll, $sent_at_fault, @old) = (0, 0, 'pass', undef, 0, 0, 0, 0);
+    my ($probes, $probing, $probe_ok, $t_pass) = (0, 0, 0, 0);
+    my (@exit_times, @recovery_times, @unexpected);
+    my $p = pool_new(
+        concurrency => S10_CONCURRENCY,
+        on_done => sub {
+            my ($req, $res, $pool) = @_;
+            my $k = $req->{k};
+            count_answer($sc, $res);
+            if ($req->{kind} eq 'probe') {
+                $probing = 0;
+                $probe_ok = !$res->{error} && $res->{status} =~ /^2/ ? $probe_ok + 1 : 0;
+                return;
+            }
+            $k->{ $req->{kind} } = $res;
+            # when it was answered: fault (before the SIGHUP), reloading, reloaded
+            # (new workers up, fault still on), draining (fault off), or between
+            $k->{"$req->{kind}_at"} = $state ne 'pass' ? 'reload ' . ($cycle + 1) . ", $state"
+                                    : $cycle < @faults ? 'before reload ' . ($cycle + 1) : 'after the reloads';
+            pool_submit($pool, $request->($k, 'retry'), S10_LOCK_TTL + 1) if $req->{kind} eq 'first';
+        },
+        on_tick => sub {
+            my ($pool) = @_;
+            my $limit = $cycle >= @faults ? @keys : $state eq 'pass' ? $gate->($cycle)
+                      : $sent_at_fault + $fault_keys;
+            $limit = @keys if $limit > @keys;
+            while ($sent < $limit && @{ $pool->{ready} } < $pool->{conc}) {
+                pool_submit($pool, $request->($keys[ $sent++ ], 'first'));
+            }
+            return 0 if $cycle >= @faults && $sent >= @keys;
+            my $now = time;
+            if ($cycle >= @faults) {
+                # every fault ran; the rest of the keys are being sent
+            } elsif ($state eq 'pass' && $sent >= $gate->($cycle)) {
+                my ($mode, $arg) = @{ $faults[$cycle] };
+                fault_proxy_mode($px, $mode, $arg);
+                $base = fault_proxy_stats($px);
+                ($state, $t_fault, $sent_at_fault) = ('fault', $now, $sent);
+                $event->("fault $mode" . ($arg ? " ${arg}ms" : '') . " begins after $sent keys were sent");
+            } elsif ($state eq 'fault' && $now >= $next_poll) {
+                # SIGHUP once the fault has hit a few replies (old workers
+                # then exit with commands unanswered), or after 2 s anyway
+                $next_poll = $now + 0.02;
+                my $st = fault_proxy_stats($px);
+                my $hit = $st->{faults} - $base->{faults};
+                if ($hit >= 3 || $now - $t_fault > 2) {
+                    @old = workers_of($master);
+                    kill 'HUP', $master;
+                    ($state, $t_hup) = ('reloading', $now);
+                    $event->(sprintf 'SIGHUP to master %d (old workers %s), %d replies hit by the fault, %d requests in flight',
+                                     $master, "@old", $hit, $pool->{nactive});
+                }
+            } elsif ($state eq 'reloading') {
+                my %was = map { $_ => 1 } @old;
+                my @new = grep { !$was{$_} } workers_of($master);
+                if (@new >= 2) {
+                    $event->(sprintf 'new workers %s up, %.2f s after SIGHUP', "@new", $now - $t_hup);
+                    $state = 'reloaded';
+                } elsif ($now - $t_hup > 15) {
+                    fail($sc, 'no new workers 15 s after SIGHUP ' . ($cycle + 1));
+                    $state = 'reloaded';
+                }
+            }
+            if ($state eq 'reloaded' || $state eq 'draining') {
+                if (!defined $exit_times[$cycle] && !grep { running($_) } @old) {
+                    $exit_times[$cycle] = $now - $t_hup;
+                    $event->(sprintf 'old workers %s gone, %.2f s after SIGHUP', "@old", $now - $t_hup);
+                }
+            }
+            if ($state eq 'reloaded' && $now - $t_hup >= S10_FAULT_AFTER) {
+                fault_proxy_mode($px, 'pass');
+                my $st = fault_proxy_stats($px);
+                $event->(sprintf 'fault %s ends: %d replies dropped, %d stalled, %d connections cut during it',
+                                 $faults[$cycle][0], map { $st->{$_} - $base->{$_} } qw(dropped stalled cut));
+                ($state, $t_pass, $probe_ok) = ('draining', $now, 0);
+            } elsif ($state eq 'draining') {
+                # old workers gone (or given up on) and Redis reachable again
+                if (!defined $exit_times[$cycle] && $now - $t_hup > S10_SHUTDOWN + 3) {
+                    my @left = grep { running($_) } @old;
+                    fail($sc, "old workers @left still running " . (S10_SHUTDOWN + 3) . ' s after SIGHUP ' . ($cycle + 1)
+                              . ' (worker_shutdown_timeout ' . S10_SHUTDOWN . 's)');
+                    $exit_times[$cycle] = -1;
+                }
+                if ($probe_ok < 3 && !$probing) {
+                    if ($now - $t_pass > 10) {
+                        fail($sc, 'Redis did not answer through nginx within 10 s of the end of fault ' . ($cycle + 1));
+                        $probe_ok = 3;
+                        $recovery_times[$cycle] = -1;
+                    } else {
+                        $probing = 1;
+                        $probes++;
+                        pool_submit($pool, $request->({ path => "/s10/probe/$probes", query => '?sleep=0.02',
+                                                        key => "s10-probe-$probes", body => '{}' }, 'probe'),
+                                    $probes > 1 ? 0.025 : 0);
+                    }
+                }
+                $recovery_times[$cycle] //= $now - $t_pass if $probe_ok >= 3;
+                ($state, $cycle) = ('pass', $cycle + 1) if defined $exit_times[$cycle] && $probe_ok >= 3;
+            }
+            return 1;
+        },
+    );
+    my $completed = pool_run($p, time + S10_LOAD_LIMIT);
+    fault_proxy_mode($px, 'pass');
+    my $pst = fault_proxy_stats($px);
+    fail($sc, 'the load did not finish within ' . S10_LOAD_LIMIT . ' s') unless $completed;
+    fail($sc, "only $cycle of " . @faults . ' faults and reloads ran') if $cycle < @faults;
+    fail($sc, "the master $master is gone") unless running($master);
+    note(sprintf 'load done in %.1f s: %d first attempts, %d retries', time - $t_start,
+         scalar(grep { $_->{first} } @keys), scalar(grep { $_->{retry} } @keys));
+
+    # Until every claim has expired (one whose store or release was lost)
+    # or been resolved: then nothing holds a key any more.
+    my $t_settle = time;
+    my $kinds = redis_kinds($prefix);
+    while ($kinds->{claim} > 0 && time - $t_settle < S10_LOCK_TTL + 3) {
+        sleep 0.1;
+        $kinds = redis_kinds($prefix);
+    }
+    push @{ $sc->{notes} }, sprintf('Redis %.2f s after the load: %d claims, %d responses, %d unreplayable, %d other',
+        time - $t_settle, @$kinds{qw(claim response unreplayable other)});
+    fail($sc, "$kinds->{claim} claims still held " . (S10_LOCK_TTL + 3) . ' s after the load') if $kinds->{claim};
+
+    # Each key once more: a replay, or the first execution of a key that never ran.
+    my $before = upstream_counts(map { $_->{path} } @keys);
+    my $fp = pool_new(concurrency => S10_CONCURRENCY, on_done => sub {
+        my ($req, $res) = @_;
+        count_answer($sc, $res);
+        $req->{k}{final} = $res;
+    });
+    pool_submit($fp, $request->($_, 'final')) for @keys;
+    pool_run($fp, time + 60);
+    my $after = upstream_counts(map { $_->{path} } @keys);
+
+    # The verdict, key by key.
+    my $class = sub {
+        my ($res, $executed_before) = @_;
+        return 'none' unless $res;
+        return answer_label($res) if $res->{error};
+        return 'replay' if $res->{status} =~ /^2/ && ($res->{headers}{'idempotent-replayed'} // '') eq 'true';
+        return $executed_before ? 'second execution' : 'first execution' if $res->{status} =~ /^2/;
+        return "$res->{status}";
+    };
+    my (%tally, @dups, @differ, @slow);
+    for my $k (@keys) {
+        my $n = $after->{ $k->{path} };
+        $sc->{executions} += $n;
+        if ($n > 1) { $sc->{duplicates} += $n - 1; push @dups, $k }
+        my $first = $class->($k->{first}, 0);
+        my $retry = $class->($k->{retry}, $n > 1);
+        my $final = $class->($k->{final}, $before->{ $k->{path} } > 0);
+        $tally{first}{$first}++;
+        $tally{retry}{$retry}++;
+        $tally{final}{$final}++;
+        push @unexpected, "$k->{path}: first attempt $first" unless $first =~ /^(?:first execution|503)$/;
+        push @unexpected, "$k->{path}: retry $retry" unless $retry =~ /^(?:replay|409|410|503|first execution)$/;
+        push @unexpected, "$k->{path}: final pass $final" unless $final =~ /^(?:replay|409|410|503|first execution)$/;
+        push @slow, $k->{first}{elapsed} if $k->{first} && !$k->{first}{error};
+        # a replay is the first client's answer
+        my ($orig) = grep { $_ && !$_->{error} && $_->{status} =~ /^2/ } map { $k->{$_} } qw(first retry final);
+        push @differ, $k if $orig && grep { $_ && $_ != $orig && !$_->{error} && $_->{status} =~ /^2/
+                                            && $_->{body} ne $orig->{body} } map { $k->{$_} } qw(retry final);
+    }
+    if (@dups) {
+        fail($sc, scalar(@dups) . " keys executed more than once ($sc->{duplicates} duplicate executions)");
+        for my $k (@dups[0 .. ($#dups < 9 ? $#dups : 9)]) {
+            note(sprintf '  duplicate: %s: %d executions; first attempt %s (%s), retry %s (%s), final pass %s',
+                 $k->{path}, $after->{ $k->{path} }, answer_label($k->{first} // { error => 'none' }),
+                 $k->{first_at} // '?', answer_label($k->{retry} // { error => 'none' }), $k->{retry_at} // '?',
+                 answer_label($k->{final} // { error => 'none' }));
+        }
+    }
+    if (@unexpected) {
+        fail($sc, scalar(@unexpected) . ' answers other than allowed (first attempt: its execution or 503; '
+                  . 'retry: a replay, 409, 410, 503 or the first execution)');
+        note("  $_") for @unexpected[0 .. ($#unexpected < 9 ? $#unexpected : 9)];
+    }
+    fail($sc, scalar(@differ) . " keys answered 2xx with another body than their first 2xx") if @differ;
+    my $logged = upstream_log_executions('/s10/k');
+    fail($sc, "upstream log shows $logged executions, /_count says $sc->{executions}") if $logged != $sc->{executions};
+    my @elapsed = sort { $a <=> $b } @slow;
+    push @{ $sc->{notes} }, "$_: " . answers_text($tally{$_}) for qw(first retry final);
+    push @{ $sc->{notes} }, sprintf('first attempts answered: median %.3f s, slowest %.2f s, %d over 1 s',
+        $elapsed[ @elapsed / 2 ] // 0, $elapsed[-1] // 0, scalar grep { $_ > 1 } @elapsed);
+    push @{ $sc->{notes} }, sprintf('reloads %d; old workers gone %s s after SIGHUP; Redis answered through nginx '
+        . '%s s after the end of the fault (%d probes)', scalar @exit_times,
+        join(', ', map { ($_ // -1) < 0 ? 'never' : sprintf '%.2f', $_ } @exit_times),
+        join(', ', map { ($_ // -1) < 0 ? 'never' : sprintf '%.2f', $_ } @recovery_times), $probes);
+    push @{ $sc->{notes} }, sprintf('faults injected %d: %d replies dropped, %d stalled %d ms (%d of them delivered late), '
+        . '%d connections cut mid-reply; proxy: %d connections, %d commands, %d replies, %d forwarded',
+        $pst->{faults}, $pst->{dropped}, $pst->{stalled}, S10_STALL, $pst->{late}, $pst->{cut},
+        $pst->{connections}, $pst->{commands}, $pst->{replies}, $pst->{forwarded});
+    push @{ $sc->{notes} }, @events;
+    nginx_stop($ng);
+    stop_pid($px->{pid}, 'TERM');
+    # A worker that exits with a status other than 0 died too (an ASan
+    # abort, exit(1) from a fatal error): nginx logs that as a notice. Lines
+    # that are not nginx's own (glibc's "corrupted double-linked list", ...)
+    # come before a crash.
+    if (open my $fh, '<', $ng->{error_log}) {
+        my @lines = <$fh>;
+        chomp @lines;
+        my @died = grep { /worker process \d+ exited with code [1-9]/ } @lines;
+        fail($sc, scalar(@died) . ' worker(s) exited with a status other than 0') if @died;
+        note("  $_") for @died[0 .. ($#died < 9 ? $#died : 9)];
+        my %foreign;
+        $foreign{$_}++ for grep { !m{^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[} && /\S/ } @lines;
+        push @{ $sc->{notes} }, "error log, not from nginx: $foreign{$_} x $_" for sort keys %foreign;
+    }
+    my (undef, $errors) = report_log($sc, $ng);
+    my $took = time - $sc->{start};
+    fail($sc, sprintf 'the scenario took %.0f s, more than %d s', $took, S10_TIME_LIMIT) if $took > S10_TIME_LIMIT;
+    scenario_end($sc);
+}
+
 # ---------------------------------------------------------------- main
 
 sub main {
@@ -2017,6 +2599,7 @@ sub main {
         ['7', sub { scenario1('7a', 0, 1); scenario1('7b', 1, 1) }],
         ['8', \&scenario8],
         ['9', \&scenario9],
+        ['10', \&scenario10],
     );
     for my $step (@plan) {
         next unless $want{ $step->[0] };
