@@ -70,7 +70,7 @@ FUZZ_MAX_LEN_fuzz_record := 4096
 FUZZ_MAX_LEN_fuzz_reply  := 4096
 FUZZ_MAX_LEN_fuzz_cluster := 4096
 
-$(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.cpp fuzz/fuzz_common.hpp $(CORE_SRCS) $(wildcard module/*.hpp module/redis/*.hpp)
+$(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.cpp fuzz/fuzz_common.hpp $(CORE_SRCS) $(wildcard module/*.hpp module/redis/*.hpp module/zone/*.hpp)
 	mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -Imodule $< $(CORE_SRCS) -o $@ -lhiredis -lcrypto
 

@@ -71,6 +71,9 @@ RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
 // that now serves it.
 ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
 {
+    std::string_view status = status_name(ctx->status);
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: \"%V\": %*s%s", &ctx->redis_key,
+                   status.size(), status.data(), ctx->responded ? " (already answered)" : "");
     if (ctx->responded) {
         if (ctx->capturing) {
             capture_follow(ctx);
@@ -173,6 +176,8 @@ void on_claim(void* data, const ClaimResult& result)
         observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
     }
 
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: decision %d%s",
+                   &ctx->redis_key, static_cast<int>(result.decision), ctx->waited ? ", after waiting" : "");
     switch (result.decision) {
     case Decision::execute:
         ctx->owns_claim = true;
@@ -320,6 +325,8 @@ void start_claim(ngx_http_request_t* r, RequestCtx* ctx)
         return;
     }
 
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claiming \"%V\" for %M ms",
+                   &ctx->redis_key, conf->lock_ttl);
     ctx->timer.handler = on_claim_timeout;
     ctx->timer.data = ctx;
     ctx->timer.log = r->connection->log;
@@ -443,6 +450,8 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "idempotency: key accepted, store key \"%V\"; reading the body", &ctx->redis_key);
     ngx_int_t rc = ngx_http_read_client_request_body(r, body_ready);
     if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
         return rc;

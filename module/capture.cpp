@@ -124,6 +124,8 @@ void store_record(RequestCtx* ctx, std::string_view record)
             value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
         }
     }
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "idempotency: storing %uz bytes under \"%V\" for %M ms", value.size(), &ctx->redis_key, ctx->conf->ttl);
     ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl);
     if (sealed != nullptr) {
         ngx_free(sealed);
@@ -522,6 +524,7 @@ void on_renew(ngx_event_t* ev)
     if (!ctx->owns_claim) {
         return;
     }
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->redis_key);
     ctx->store->renew(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
     ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
