@@ -11,25 +11,6 @@ workers(1);
 test_nginx_defaults();
 run_tests();
 
-sub master_pid {
-    open my $fh, '<', $Test::Nginx::Util::PidFile or die "no nginx pid file\n";
-    my ($pid) = <$fh> =~ /(\d+)/;
-    return $pid;
-}
-
-# The master's live children (this configuration has no cache processes).
-sub worker_pids {
-    my $master = master_pid();
-    my @pids;
-    for my $stat (glob '/proc/[0-9]*/stat') {
-        open my $fh, '<', $stat or next;
-        my $line = <$fh> // next;
-        my ($pid, $state, $ppid) = $line =~ /^(\d+) \(.*\) (\S) (\d+)/s or next;
-        push @pids, $pid if $ppid == $master && $state ne 'Z';
-    }
-    return @pids;
-}
-
 sub error_log_has {
     my ($re) = @_;
     open my $fh, '<', $Test::Nginx::Util::ErrLogFile or return 0;
@@ -48,7 +29,7 @@ sub failed_reload {
     open my $out, '>', $conf or die "cannot write $conf: $!\n";
     print {$out} $good, "\nno_such_directive_here on;\n";
     close $out;
-    kill 'HUP', master_pid();
+    kill 'HUP', IdempotencyTest::master_pid();
     my $refused = IdempotencyTest::wait_until(sub { error_log_has(qr/unknown directive "no_such_directive_here"/) }, 10);
     open $out, '>', $conf or die "cannot write $conf: $!\n";
     print {$out} $good;
@@ -58,10 +39,10 @@ sub failed_reload {
 
 # Kills the worker and waits for the one the master starts in its place.
 sub respawn_worker {
-    my @old = worker_pids();
+    my @old = IdempotencyTest::worker_pids();
     die "no worker\n" unless @old == 1;
     kill 'KILL', $old[0];
-    IdempotencyTest::wait_until(sub { my @w = worker_pids(); @w == 1 && $w[0] != $old[0] }, 10)
+    IdempotencyTest::wait_until(sub { my @w = IdempotencyTest::worker_pids(); @w == 1 && $w[0] != $old[0] }, 10)
         or die "no worker was respawned\n";
 }
 

@@ -9,25 +9,13 @@ use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
 
-# One POST over HTTP/2 with curl; returns {status, headers (lower-case
-# names), body, exit}. With $max_time, curl gives up (and closes) after it.
+# One POST over HTTP/2 to the h2c listener, with the key.
 sub h2_post {
-    my ($uri, $key, $max_time, @extra) = @_;
-    my $dir = File::Temp::tempdir(CLEANUP => 1);
-    my @cmd = ('curl', '-s', '--http2-prior-knowledge', '-X', 'POST', '--data-binary', 'amount=100',
-               '-H', "Idempotency-Key: $key", '-D', "$dir/head", '-o', "$dir/body",
-               @extra, '--max-time', $max_time // 10, "http://127.0.0.1:$ENV{TEST_NGINX_H2_PORT}$uri");
-    system(@cmd);
-    my $exit = $? >> 8;
-    my ($head, $body) = ('', '');
-    if (open my $fh, '<', "$dir/head") { local $/; $head = <$fh> // '' }
-    if (open my $fh, '<', "$dir/body") { local $/; $body = <$fh> // '' }
-    my ($status) = $head =~ m{\AHTTP/2 (\d{3})};
-    my %headers = map { /^([^:]+):\s*(.*?)\r?$/ ? (lc $1 => $2) : () } split /\n/, $head;
-    return { status => $status // 0, headers => \%headers, body => $body, exit => $exit };
+    my ($uri, $key, $max_time, @curl) = @_;
+    return IdempotencyTest::h2_post($ENV{TEST_NGINX_H2_PORT}, $uri, key => $key, body => 'amount=100',
+                                    max_time => $max_time, curl => \@curl);
 }
 
-use File::Temp ();
 test_nginx_defaults();
 run_tests();
 

@@ -10,37 +10,13 @@ use Test::Nginx::Socket 'no_plan';
 $ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
 $ENV{TEST_NGINX_GRPC_PORT} = IdempotencyTest::free_port();
 
-# One POST over HTTP/2 with curl; returns {status, headers (lower-case
-# names), trailers (the lines curl shows after the body's headers), body}.
+# One gRPC-like POST over HTTP/2 to the h2c listener, with the key.
 sub h2_post {
     my ($uri, $key) = @_;
-    my $dir = File::Temp::tempdir(CLEANUP => 1);
-    my $pid = fork // die "fork: $!\n";
-    if ($pid == 0) {
-        open STDERR, '>', "$dir/trace" or POSIX::_exit(127);
-        exec 'curl', '-s', '-v', '--http2-prior-knowledge', '-X', 'POST', '--data-binary', 'message',
-             '-H', 'Content-Type: application/grpc', '-H', "Idempotency-Key: $key",
-             '-o', "$dir/body", '--max-time', '10', "http://127.0.0.1:$ENV{TEST_NGINX_H2_PORT}$uri";
-        POSIX::_exit(127);
-    }
-    waitpid $pid, 0;
-    my ($trace, $body) = ('', '');
-    if (open my $fh, '<', "$dir/trace") { local $/; $trace = <$fh> // '' }
-    if (open my $fh, '<', "$dir/body") { local $/; $body = <$fh> // '' }
-    # "< " lines: the status, the headers, an empty one, then the trailers
-    my @received = map { /^< (.*?)\r?$/ ? ($1) : () } split /\n/, $trace;
-    my ($status, %headers, @trailers, $in_trailers);
-    for my $line (@received) {
-        if (!defined $status) { ($status) = $line =~ m{^HTTP/2 (\d{3})}; next }
-        if ($line eq '') { $in_trailers = 1; next }
-        if ($in_trailers) { push @trailers, $line; next }
-        $headers{lc $1} = $2 if $line =~ /^([^:]+):\s*(.*)$/;
-    }
-    return { status => $status // 0, headers => \%headers, trailers => join("\n", @trailers), body => $body };
+    return IdempotencyTest::h2_post($ENV{TEST_NGINX_H2_PORT}, $uri, key => $key, body => 'message',
+                                    headers => ['Content-Type: application/grpc']);
 }
 
-use File::Temp ();
-use POSIX ();
 test_nginx_defaults();
 run_tests();
 

@@ -12,26 +12,6 @@ workers(1);
 test_nginx_defaults();
 run_tests();
 
-sub master_pid {
-    open my $fh, '<', $Test::Nginx::Util::PidFile or die "no nginx pid file\n";
-    my ($pid) = <$fh> =~ /(\d+)/;
-    return $pid;
-}
-
-sub worker_pids {
-    my $master = master_pid();
-    my @pids;
-    for my $stat (glob '/proc/[0-9]*/stat') {
-        open my $fh, '<', $stat or next;
-        my $line = <$fh> // next;
-        my ($pid, $state, $ppid) = $line =~ /^(\d+) \(.*\) (\S) (\d+)/s or next;
-        push @pids, $pid if $ppid == $master && $state ne 'Z';
-    }
-    return @pids;
-}
-
-# Redis with room for claims and renewals but not for a store carrying a
-# 1 MB response (see t/028-store-retry.t).
 sub leave_no_room_for_large_stores {
     IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
     my ($used) = IdempotencyTest::redis_command('INFO', 'memory') =~ /used_memory:(\d+)/;
@@ -66,13 +46,13 @@ location / {
 }
 --- init
 main::leave_no_room_for_large_stores();
-my ($old) = main::worker_pids();
+my ($old) = IdempotencyTest::worker_pids();
 my $status = IdempotencyTest::nginx_post('/exit/1?size=1000000', 'exit-1');
 Test::More::is($status, 201, 'TEST 1: the original is answered in full');
 Test::More::is(main::kind_of('exit-1'), 'claim', 'TEST 1: the store is refused for now, the claim kept');
 my $reload_at = -s $Test::Nginx::Util::ErrLogFile;
-kill 'HUP', main::master_pid();
-IdempotencyTest::wait_until(sub { grep { $_ != $old } main::worker_pids() }, 10)
+kill 'HUP', IdempotencyTest::master_pid();
+IdempotencyTest::wait_until(sub { grep { $_ != $old } IdempotencyTest::worker_pids() }, 10)
     or die "no new worker after the reload\n";
 # the old worker, exiting, goes on trying the store: two more attempts
 Test::More::ok(IdempotencyTest::wait_until(sub { main::attempts_since($reload_at, $old) >= 2 }, 10),
@@ -108,9 +88,9 @@ location / {
 }
 --- init
 main::leave_no_room_for_large_stores();
-my ($old) = main::worker_pids();
+my ($old) = IdempotencyTest::worker_pids();
 Test::More::is(IdempotencyTest::nginx_post('/exit/2?size=1000000', 'exit-2'), 201, 'TEST 2: the original is answered in full');
-kill 'HUP', main::master_pid();
+kill 'HUP', IdempotencyTest::master_pid();
 Test::More::ok(IdempotencyTest::wait_until(sub { !kill(0, $old) }, 15),
                'TEST 2: the old worker exits within worker_shutdown_timeout and a retry delay');
 IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', 0);

@@ -80,6 +80,12 @@
 #   nginx_post($uri, $key)    POSTs "x" to the nginx under test with the key;
 #                             returns the response's status code
 #   nginx_port()              the port Test::Nginx serves on
+#   master_pid(), worker_pids()
+#                             the nginx master under test and its workers
+#                             (files with master_on()); not exported
+#   h2_post($port, $uri, %opts)
+#                             a POST over HTTP/2 with curl, trailers
+#                             included (see the sub); not exported
 #   test_nginx_defaults()     after `use Test::Nginx::Socket`: blocks keep
 #                             their order, load the built module, and get an
 #                             `upstream backend` pointing at upstream.pl
@@ -639,6 +645,63 @@ sub stored_kind {
 
 sub nginx_port {
     return $ENV{TEST_NGINX_SERVER_PORT} || $ENV{TEST_NGINX_PORT} || 1984;
+}
+
+# The pid of the nginx master under test (files with master_on()).
+sub master_pid {
+    open my $fh, '<', $Test::Nginx::Util::PidFile or die "IdempotencyTest: no nginx pid file\n";
+    my ($pid) = <$fh> =~ /(\d+)/;
+    return $pid;
+}
+
+# The master's live children, its workers (configurations without cache
+# processes; under valgrind a worker's command line is not nginx's, so it
+# is not looked at).
+sub worker_pids {
+    my $master = master_pid();
+    my @pids;
+    for my $stat (glob '/proc/[0-9]*/stat') {
+        open my $fh, '<', $stat or next;
+        my $line = <$fh> // next;
+        my ($pid, $state, $ppid) = $line =~ /^(\d+) \(.*\) (\S) (\d+)/s or next;
+        push @pids, $pid if $ppid == $master && $state ne 'Z';
+    }
+    return sort { $a <=> $b } @pids;
+}
+
+# One POST over HTTP/2 (prior knowledge, h2c) with curl to 127.0.0.1:$port.
+# Options: key (Idempotency-Key), body (default "x"), max_time (seconds,
+# default 10: curl gives up and closes after it), headers (more "Name:
+# value" strings), curl (more curl arguments). Returns {status, headers
+# (lower-case names), trailers (the "name: value" lines after the body,
+# joined by "\n"), body, exit (curl's exit code)}.
+sub h2_post {
+    my ($port, $uri, %o) = @_;
+    my $dir = tempdir(CLEANUP => 1);
+    my @cmd = ('curl', '-s', '-v', '--http2-prior-knowledge', '-X', 'POST', '--data-binary', $o{body} // 'x',
+               (defined $o{key} ? ('-H', "Idempotency-Key: $o{key}") : ()),
+               (map { ('-H', $_) } @{ $o{headers} || [] }), @{ $o{curl} || [] },
+               '-o', "$dir/body", '--max-time', $o{max_time} // 10, "http://127.0.0.1:$port$uri");
+    my $pid = fork // die "IdempotencyTest: fork: $!\n";
+    if ($pid == 0) {
+        open STDERR, '>', "$dir/trace" or _exit(127);
+        exec @cmd or _exit(127);
+    }
+    waitpid $pid, 0;
+    my $exit = $? >> 8;
+    my ($trace, $body) = ('', '');
+    if (open my $fh, '<', "$dir/trace") { local $/; $trace = <$fh> // '' }
+    if (open my $fh, '<', "$dir/body") { local $/; $body = <$fh> // '' }
+    # "< " lines: the status, the headers, an empty one, then the trailers
+    my ($status, %headers, @trailers, $in_trailers);
+    for my $line (map { /^< (.*?)\r?$/ ? ($1) : () } split /\n/, $trace) {
+        if (!defined $status) { ($status) = $line =~ m{^HTTP/2 (\d{3})}; next }
+        if ($line eq '') { $in_trailers = 1; next }
+        if ($in_trailers) { push @trailers, $line; next }
+        $headers{lc $1} = $2 if $line =~ /^([^:]+):\s*(.*)$/;
+    }
+    return { status => $status // 0, headers => \%headers, trailers => join("\n", @trailers), body => $body,
+             exit => $exit };
 }
 
 sub send_request {
