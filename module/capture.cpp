@@ -144,8 +144,6 @@ void store_unreplayable(RequestCtx* ctx, const char* why)
     store_record(ctx, {marker, size});
 }
 
-// The last byte has passed: store the record (or the marker of a response
-// too large to keep).
 bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
 {
     size_t capacity = ngx_max(ctx->capacity, initial_body_capacity);
