@@ -1,18 +1,22 @@
 // capture.cpp — records the response of a request that holds a claim, as it
-// streams to the client, and stores it when the last byte has passed.
-// The header filter decides (store, or release on 5xx); the body filter
-// appends the bytes into the record buffer in place. When the client goes
-// away first the response is still captured: the upstream is kept running
-// (client aborts are ignored for claimed requests) and the body filter
-// drains what nginx would otherwise stop sending through the filters.
+// streams to the client, and hands it to the claim when the last byte has
+// passed. The header filter decides what becomes of the response
+// (disposition.hpp, from upstream_attempts.hpp's facts); the body filter
+// appends the bytes into the record buffer in place, read from a temporary
+// file where nginx parked them. When the client goes away first the
+// response is still captured (client_gone.cpp): the body filter swallows
+// what would have been sent.
 // Must not touch: the request's response itself — the client sees it unchanged.
+
+#include "capture.hpp"
 
 #include <cstring>
 
-#include "conf.hpp"
+#include "claim.hpp"
+#include "client_gone.hpp"
 #include "disposition.hpp"
-#include "metrics.hpp"
 #include "response.hpp"
+#include "upstream_attempts.hpp"
 
 namespace idem {
 namespace {
@@ -89,59 +93,6 @@ void stop_capture(ngx_http_request_t* r, RequestCtx* ctx)
         ngx_pfree(r->pool, ctx->record);
         ctx->record = nullptr;
     }
-}
-
-void release(RequestCtx* ctx, const char* why)
-{
-    ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0, "idempotency: releasing \"%V\": %s",
-                  &ctx->redis_key, why);
-    ctx->store->release(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
-    ctx->owns_claim = false;
-    ctx->status = Status::released;
-}
-
-// With idempotency_encrypt_key, what goes to the store is the record sealed
-// under the first key and bound to its store key. The sealed copy is
-// ngx_alloc'd, not from r->pool: a response that never completed is settled
-// from the pool's cleanup, when nginx has already let go of r->pool. The
-// store copies what it is given.
-void store_record(RequestCtx* ctx, std::string_view record)
-{
-    ngx_array_t* keys = ctx->conf->seal_keys;
-    ngx_log_t* log = ctx->request->connection->log;
-    std::string_view value = record;
-    char* sealed = nullptr;
-    char marker[unreplayable_size];
-    if (keys != nullptr) {
-        sealed = static_cast<char*>(ngx_alloc(record.size() + seal_overhead, log));
-        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->redis_key), record, sealed)) {
-            value = {sealed, record.size() + seal_overhead};
-        } else {
-            // Never let the claim lapse into a second execution: store the
-            // plain marker (a fingerprint and a status, nothing of the
-            // response); with encryption on it reads as unverifiable (410).
-            ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->redis_key);
-            value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
-        }
-    }
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: storing %uz bytes under \"%V\" for %M ms", value.size(), &ctx->redis_key, ctx->conf->ttl);
-    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl);
-    if (sealed != nullptr) {
-        ngx_free(sealed);
-    }
-    count(Counter::stored_responses);
-    count(Counter::stored_bytes, value.size());
-    ctx->owns_claim = false;
-}
-
-void store_unreplayable(RequestCtx* ctx, const char* why)
-{
-    char marker[unreplayable_size];
-    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
-    ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
-                  "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->redis_key, why);
-    store_record(ctx, {marker, size});
 }
 
 bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
@@ -243,11 +194,11 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
     }
     ngx_array_t trailers;
     if (ctx->oversize) {
-        store_unreplayable(ctx, "larger than idempotency_max_response_size");
+        claim_unreplayable(ctx, "larger than idempotency_max_response_size");
     } else if (!collect_trailers(r, trailers)) {
-        store_unreplayable(ctx, "out of memory");
+        claim_unreplayable(ctx, "out of memory");
     } else if (check_header_limits(static_cast<const Header*>(trailers.elts), trailers.nelts) != HeaderLimit::ok) {
-        store_unreplayable(ctx, "its trailers do not fit a record");
+        claim_unreplayable(ctx, "its trailers do not fit a record");
     } else {
         auto* headers = static_cast<const Header*>(ctx->headers.elts);
         ResponseExtras extras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts};
@@ -255,90 +206,17 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
         size_t tail = response_tail_size(extras);
         char* tail_at = tail != 0 ? reserve(r, ctx, tail) : nullptr;
         if (head == 0 || head > ctx->head_size || (extras.any() && tail_at == nullptr)) {
-            store_unreplayable(ctx, ctx->oversize ? "larger than idempotency_max_response_size"
+            claim_unreplayable(ctx, ctx->oversize ? "larger than idempotency_max_response_size"
                                                   : "its headers do not fit a record");
         } else {
             char* start = ctx->record + ctx->head_size - head;
             encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
                                  ctx->headers.nelts, ctx->body_size, extras);
             encode_response_tail(tail_at, extras);
-            store_record(ctx, {start, head + ctx->body_size + tail});
+            claim_complete(ctx, {start, head + ctx->body_size + tail});
         }
     }
     stop_capture(r, ctx);
-}
-
-// The client is gone: consume what the filters below us still hold so that
-// nginx keeps reading the upstream, and from now on swallow the bytes after
-// capturing them.
-void consume(ngx_chain_t* cl)
-{
-    for (; cl; cl = cl->next) {
-        ngx_buf_t* b = cl->buf;
-        b->pos = b->last;
-        if (b->in_file) {
-            b->file_pos = b->file_last;
-        }
-    }
-}
-
-void detach(ngx_http_request_t* r, RequestCtx* ctx)
-{
-    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "idempotency: client gone, the response to \"%V\" is still captured", &ctx->redis_key);
-    ctx->detached = true;
-    consume(r->out);
-    r->out = nullptr;
-    r->connection->buffered = 0;
-    r->buffered = 0;
-    r->keepalive = 0;  // what the client holds is a cut response
-}
-
-// nginx's record of the upstream attempts: r->upstream_states has one entry
-// per peer tried (proxy_next_upstream), kept across internal redirects, with
-// a separator (no peer) between upstreams. `answering` is the attempt whose
-// answer is the response, nullptr when nginx answers.
-UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering) noexcept
-{
-    UpstreamFacts facts;
-    if (r->upstream_states == nullptr) {
-        return facts;
-    }
-    ngx_http_upstream_t* u = r->upstream;
-    auto* states = static_cast<const ngx_http_upstream_state_t*>(r->upstream_states->elts);
-    for (ngx_uint_t i = 0; i < r->upstream_states->nelts; i++) {
-        const ngx_http_upstream_state_t& s = states[i];
-        if (s.peer == nullptr) {
-            continue;
-        }
-        facts.attempted = true;
-        // bytes_sent is filled in when an attempt ends; the current one
-        // tells by request_sent (set once writing the request began)
-        bool current = u != nullptr && u->state == &s;
-        if (s.bytes_sent == 0 && !(current && u->request_sent)) {
-            continue;
-        }
-        facts.reached = true;
-        if (&s == answering) {
-            continue;
-        }
-        if (s.header_time == static_cast<ngx_msec_t>(-1)) {
-            facts.silent = true;
-        } else if (s.status >= NGX_HTTP_INTERNAL_SERVER_ERROR) {
-            facts.failed = true;
-        } else {
-            facts.answered = true;
-        }
-    }
-    return facts;
-}
-
-// The upstream's own answer is going out (not nginx's error for it, nor an
-// error_page or X-Accel-Redirect answer after it closed).
-bool upstream_answers(ngx_http_request_t* r) noexcept
-{
-    ngx_http_upstream_t* u = r->upstream;
-    return u != nullptr && u->headers_in.status_n != 0 && (u->peer.connection != nullptr || r->cached);
 }
 
 // Whether the response about to go out is kept for replay; if not, the key
@@ -359,36 +237,13 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
     case Disposition::store:
         return true;
     case Disposition::release:
-        release(ctx, verdict.why);
+        claim_release(ctx, verdict.why);
         return false;
     case Disposition::unreplayable:
-        store_unreplayable(ctx, verdict.why);
+        claim_unreplayable(ctx, verdict.why);
         return false;
     }
     return false;
-}
-
-// A client that stops reading is the same case as one that closes (rule 4):
-// when send_timeout fires while the claimed response is still being
-// captured, the client is let go and the upstream exchange runs on through
-// the body filter, instead of the upstream module ending it ("client timed
-// out") and draining the rest unseen. Sits in front of the write handler
-// the upstream module installed.
-void client_timeout_guard(ngx_http_request_t* r)
-{
-    RequestCtx* ctx = find_ctx(r);
-    ngx_event_t* wev = r->connection->write;
-    if (wev->timedout && ctx != nullptr && (ctx->capturing || ctx->detached)) {
-        wev->timedout = 0;
-        if (!ctx->detached) {
-            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->redis_key);
-            detach(r, ctx);
-        }
-    }
-    if (ctx != nullptr && ctx->write_handler != nullptr) {
-        ctx->write_handler(r);
-    }
 }
 
 ngx_int_t header_filter(ngx_http_request_t* r)
@@ -406,13 +261,13 @@ ngx_int_t header_filter(ngx_http_request_t* r)
 
     if (!collect_headers(r, ctx)) {
         stop_capture(r, ctx);
-        store_unreplayable(ctx, "out of memory");
+        claim_unreplayable(ctx, "out of memory");
         return next_header_filter(r);
     }
     HeaderLimit limit = check_header_limits(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts);
     if (limit != HeaderLimit::ok) {
         stop_capture(r, ctx);
-        store_unreplayable(ctx, limit == HeaderLimit::too_many ? "more than 100 response headers"
+        claim_unreplayable(ctx, limit == HeaderLimit::too_many ? "more than 100 response headers"
                                                                : "more than 64 KB of response headers");
         return next_header_filter(r);
     }
@@ -427,7 +282,7 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     ctx->record = static_cast<char*>(ngx_palloc(r->pool, ctx->head_size + capacity));
     if (ctx->head_size == 0 || ctx->record == nullptr) {
         stop_capture(r, ctx);
-        store_unreplayable(ctx, "its headers do not fit a record");
+        claim_unreplayable(ctx, "its headers do not fit a record");
         return next_header_filter(r);
     }
     ctx->capacity = capacity;
@@ -450,9 +305,8 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
         return next_body_filter(r, in);
     }
 
-    if (ctx->capturing && r->write_event_handler != client_timeout_guard) {
-        ctx->write_handler = r->write_event_handler;
-        r->write_event_handler = client_timeout_guard;
+    if (ctx->capturing) {
+        guard_client_timeout(ctx);
     }
 
     bool last = false;
@@ -482,77 +336,13 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
     return rc;
 }
 
-// Wraps the location's content handler for a claimed request: the upstream
-// exchange must run to its end even if the client leaves, as if
-// proxy_ignore_client_abort were on for this request only.
-ngx_int_t protected_content_handler(ngx_http_request_t* r)
-{
-    RequestCtx* ctx = find_ctx(r);
-    ngx_http_event_handler_pt read_before = r->read_event_handler;
-    ngx_http_event_handler_pt write_before = r->write_event_handler;
-
-    ngx_int_t rc = ctx->content_handler(r);
-
-    ngx_http_upstream_t* u = r->upstream;
-    if (u != nullptr && u->conf != nullptr && !u->conf->ignore_client_abort) {
-        auto* conf = static_cast<ngx_http_upstream_conf_t*>(ngx_palloc(r->pool, sizeof(ngx_http_upstream_conf_t)));
-        if (conf != nullptr) {
-            *conf = *u->conf;
-            conf->ignore_client_abort = 1;
-            u->conf = conf;
-            // The upstream installed its broken-connection checks already.
-            if (r->read_event_handler != read_before) {
-                r->read_event_handler = ngx_http_block_reading;
-            }
-            if (r->write_event_handler != write_before) {
-                r->write_event_handler = ngx_http_request_empty_handler;
-            }
-        }
-    }
-    return rc;
-}
-
-// While the original is in flight its claim is extended, fenced by its
-// token, three times per idempotency_lock_ttl: an upstream slower than the
-// lock never lets a duplicate run, and a claim whose gateway died still
-// expires within one lock_ttl.
-void on_renew(ngx_event_t* ev)
-{
-    auto* ctx = static_cast<RequestCtx*>(ev->data);
-    if (!ctx->owns_claim) {
-        return;
-    }
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->redis_key);
-    ctx->store->renew(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
-    ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
-}
-
 }  // namespace
 
 void capture_begin(RequestCtx* ctx) noexcept
 {
-    ngx_http_request_t* r = ctx->request;
     ctx->capturing = true;
-    ctx->renew_timer.handler = on_renew;
-    ctx->renew_timer.data = ctx;
-    ctx->renew_timer.log = r->connection->log;
-    ctx->renew_timer.cancelable = 1;
-    ngx_add_timer(&ctx->renew_timer, ngx_max(ctx->conf->lock_ttl / 3, 1));
-    capture_follow(ctx);
-}
-
-// The location that serves the claimed request now — the one that claimed
-// it, or where an internal redirect took it — has its content handler
-// protected from client aborts.
-void capture_follow(RequestCtx* ctx) noexcept
-{
-    ngx_http_request_t* r = ctx->request;
-    if (r->content_handler != nullptr && r->content_handler != protected_content_handler) {
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "idempotency: protecting the content handler of \"%V\" from client aborts", &r->uri);
-        ctx->content_handler = r->content_handler;
-        r->content_handler = protected_content_handler;
-    }
+    claim_hold(ctx);
+    protect_content_handler(ctx);
 }
 
 // The request is over: a claim still held means its response never
@@ -561,18 +351,16 @@ void capture_follow(RequestCtx* ctx) noexcept
 // otherwise free it for the retry.
 void capture_settle(RequestCtx* ctx) noexcept
 {
-    if (ctx->renew_timer.timer_set) {
-        ngx_del_timer(&ctx->renew_timer);
-    }
+    claim_stop_renewing(ctx);
     if (!ctx->owns_claim) {
         return;
     }
     ctx->capturing = false;
     Verdict verdict = judge_unfinished(upstream_facts(ctx->request, nullptr), ctx->response_status != 0);
     if (verdict.disposition == Disposition::release) {
-        release(ctx, verdict.why);
+        claim_release(ctx, verdict.why);
     } else {
-        store_unreplayable(ctx, verdict.why);
+        claim_unreplayable(ctx, verdict.why);
     }
 }
 

@@ -4,7 +4,7 @@
 
 #include <ctime>
 
-#include "conf.hpp"
+#include "request_ctx.hpp"
 #include "response.hpp"
 
 namespace idem {

@@ -3,7 +3,9 @@
 // the pre-content handler, the capture filters and the per-worker Redis clients.
 // The request logic lives in access.cpp, capture.cpp and replay.cpp.
 
-#include "conf.hpp"
+#include "access.hpp"
+#include "capture.hpp"
+#include "request_ctx.hpp"
 #include "conf_util.hpp"
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"

@@ -4,7 +4,8 @@
 // nginx's error_page answers instead, so an API keeps its own error shape;
 // Retry-After and $idempotency_status stay available there.
 
-#include "conf.hpp"
+#include "problem.hpp"
+#include "request_ctx.hpp"
 #include "response.hpp"
 
 namespace idem {

@@ -3,7 +3,8 @@
 // `Idempotent-Replayed: true`. Date, Server and the hop-by-hop headers are
 // nginx's own, fresh. The upstream is not contacted.
 
-#include "conf.hpp"
+#include "problem.hpp"
+#include "replay.hpp"
 #include "response.hpp"
 
 namespace idem {

@@ -1,0 +1,324 @@
+// claim.cpp — the claim's whole life: made (a random token per request,
+// fenced), answered (forward, replay, 409, 410, 422, 503), waited for while
+// an original is in flight (idempotency_wait), renewed while the response
+// is in progress, and settled: completed with the record, released, marked
+// unreplayable, or abandoned when the request goes away first.
+// Must not touch: the response itself (capture.cpp), the answers
+// (access.cpp, replay.cpp, problem.cpp).
+
+#include "claim.hpp"
+
+#include <openssl/rand.h>
+
+#include <cstring>
+
+#include "log_limit.hpp"
+#include "metrics.hpp"
+#include "redis/redis_store.hpp"
+#include "zone/zone_store.hpp"
+
+namespace idem {
+namespace {
+
+constexpr size_t token_length = 16;
+constexpr ngx_msec_t first_wait_delay = 25;   // idempotency_wait backoff: 25 ms ...
+constexpr ngx_msec_t max_wait_delay = 500;    // ... doubling up to 500 ms
+
+LogLimiter unreachable_log, timeout_log;
+
+// The claim's answer arrived (or timed out): run the phases again, which
+// brings the request back to precontent_handler and on to respond().
+void resume(ngx_http_request_t* r)
+{
+    ngx_connection_t* c = r->connection;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+    ngx_http_run_posted_requests(c);
+}
+
+// idempotency_wait: look again after a growing delay, until the original
+// has finished (replay), was released (this request executes), or the wait
+// is over (409). Each look is one claim attempt: one round trip.
+void on_wait_timer(ngx_event_t* ev)
+{
+    claim_key(static_cast<RequestCtx*>(ev->data));
+}
+
+bool wait_for_original(RequestCtx* ctx)
+{
+    LocConf* conf = ctx->conf;
+    if (conf->wait == 0) {
+        return false;
+    }
+    if (!ctx->waited) {
+        ctx->waited = true;
+        ctx->wait_deadline = ngx_current_msec + conf->wait;
+        ctx->wait_delay = first_wait_delay;
+    }
+    if (ngx_current_msec >= ctx->wait_deadline) {
+        return false;
+    }
+    ngx_msec_t delay = ngx_min(ctx->wait_delay, ctx->wait_deadline - ngx_current_msec);
+    ctx->wait_delay = ngx_min(ctx->wait_delay * 2, max_wait_delay);
+    ctx->wait_timer.handler = on_wait_timer;
+    ctx->wait_timer.data = ctx;
+    ctx->wait_timer.log = ctx->request->connection->log;
+    ngx_add_timer(&ctx->wait_timer, delay);
+    return true;
+}
+
+void on_claim(void* data, const ClaimResult& result)
+{
+    auto* ctx = static_cast<RequestCtx*>(data);
+    ngx_http_request_t* r = ctx->request;
+    ctx->pending = nullptr;
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+
+    if (ctx->waited && result.decision != Decision::in_flight) {
+        observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: decision %d%s",
+                   &ctx->redis_key, static_cast<int>(result.decision), ctx->waited ? ", after waiting" : "");
+    switch (result.decision) {
+    case Decision::execute:
+        ctx->owns_claim = true;
+        set_outcome(ctx, Status::fresh);
+        break;
+    case Decision::replay:
+        ctx->stored.data = static_cast<u_char*>(ngx_pnalloc(r->pool, result.stored.size()));
+        if (ctx->stored.data == nullptr) {
+            set_outcome(ctx, Status::unavailable);
+            break;
+        }
+        std::memcpy(ctx->stored.data, result.stored.data(), result.stored.size());
+        ctx->stored.len = result.stored.size();
+        set_outcome(ctx, ctx->waited ? Status::waited : Status::replayed);
+        break;
+    case Decision::in_flight:
+        if (wait_for_original(ctx)) {
+            return;
+        }
+        set_outcome(ctx, Status::conflict);
+        break;
+    case Decision::mismatch:
+        set_outcome(ctx, Status::mismatch);
+        break;
+    case Decision::unreplayable:
+        set_outcome(ctx, Status::unreplayable);
+        break;
+    case Decision::unverifiable:  // the store logged why; never replayed, never executed again
+        ctx->unverifiable = true;
+        set_outcome(ctx, Status::unreplayable);
+        break;
+    case Decision::corrupt:
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "idempotency: the value under \"%V\" is not a record of this module", &ctx->redis_key);
+        set_outcome(ctx, Status::unavailable);
+        break;
+    case Decision::unavailable:  // the store logged why
+        set_outcome(ctx, Status::unavailable);
+        break;
+    }
+    resume(r);
+}
+
+void on_claim_timeout(ngx_event_t* ev)
+{
+    auto* ctx = static_cast<RequestCtx*>(ev->data);
+    count(Counter::redis_timeouts);
+    if (timeout_log.admit()) {
+        ngx_log_error(NGX_LOG_ERR, ev->log, 0,
+                      "idempotency: Redis did not answer claims within %M ms (%ui since the last line)",
+                      ctx->conf->redis_timeout, timeout_log.take());
+    }
+    if (ctx->pending != nullptr) {
+        ctx->store->abandon(ctx->pending);
+        ctx->pending = nullptr;
+    }
+    set_outcome(ctx, Status::unavailable);
+    resume(ctx->request);
+}
+
+// ------------------------------------------------------------- the claim
+
+// While the original is in flight its claim is extended, fenced by its
+// token, three times per idempotency_lock_ttl: an upstream slower than the
+// lock never lets a duplicate run, and a claim whose gateway died still
+// expires within one lock_ttl.
+void on_renew(ngx_event_t* ev)
+{
+    auto* ctx = static_cast<RequestCtx*>(ev->data);
+    if (!ctx->owns_claim) {
+        return;
+    }
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->redis_key);
+    ctx->store->renew(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
+    ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
+}
+
+// The claim token only has to be unique, so that a claim can be told from
+// any other (fencing), not secret: 8 random bytes drawn once per worker,
+// then a counter. Drawing 16 random bytes per request cost more than the
+// rest of the claim.
+struct TokenSource {
+    u_char bytes[token_length];
+    std::uint64_t counter = 0;
+    bool seeded = false;
+
+    bool next(u_char* out)
+    {
+        if (!seeded) {
+            if (RAND_bytes(bytes, 8) != 1) {
+                return false;
+            }
+            seeded = true;
+        }
+        counter++;
+        for (size_t i = 0; i < 8; i++) {
+            bytes[8 + i] = static_cast<u_char>(counter >> (8 * i));
+        }
+        std::memcpy(out, bytes, token_length);
+        return true;
+    }
+};
+
+TokenSource tokens;
+
+}  // namespace
+
+bool make_claim_record(RequestCtx* ctx) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
+    u_char token[token_length];
+    if (!tokens.next(token)) {
+        return false;
+    }
+    std::string_view token_view{reinterpret_cast<char*>(token), sizeof(token)};
+    size_t size = claim_size(token_view);
+    ctx->claim.data = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
+    if (ctx->claim.data == nullptr) {
+        return false;
+    }
+    ctx->claim.len = encode_claim(ctx->fingerprint, token_view, reinterpret_cast<char*>(ctx->claim.data));
+    return ctx->claim.len == size;
+}
+
+void claim_key(RequestCtx* ctx) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
+    LocConf* conf = ctx->conf;
+    ctx->store = conf->zone != nullptr ? zone::store_for(conf->zone)
+                                       : redis::store_for(*conf->server, conf->redis_timeout);
+    if (ctx->store != nullptr) {
+        ngx_array_t* keys = conf->seal_keys;
+        ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), ctx->fingerprint, conf->lock_ttl,
+                                         keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
+                                         keys ? keys->nelts : 0, on_claim, ctx);
+    }
+    if (ctx->pending == nullptr) {
+        if (unreachable_log.admit()) {
+            ngx_str_t name = conf->zone != nullptr ? conf->zone->shm.name : conf->server->name;
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "idempotency: %s %V is unreachable (%ui requests since the last line)",
+                          conf->zone != nullptr ? "zone" : "Redis", &name, unreachable_log.take());
+        }
+        set_outcome(ctx, Status::unavailable);
+        resume(r);
+        return;
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claiming \"%V\" for %M ms",
+                   &ctx->redis_key, conf->lock_ttl);
+    ctx->timer.handler = on_claim_timeout;
+    ctx->timer.data = ctx;
+    ctx->timer.log = r->connection->log;
+    ngx_add_timer(&ctx->timer, conf->redis_timeout);
+}
+
+void claim_stop_waiting(RequestCtx* ctx) noexcept
+{
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+    if (ctx->wait_timer.timer_set) {
+        ngx_del_timer(&ctx->wait_timer);
+    }
+    if (ctx->pending != nullptr) {
+        ctx->store->abandon(ctx->pending);
+        ctx->pending = nullptr;
+    }
+}
+
+void claim_hold(RequestCtx* ctx) noexcept
+{
+    ctx->renew_timer.handler = on_renew;
+    ctx->renew_timer.data = ctx;
+    ctx->renew_timer.log = ctx->request->connection->log;
+    ctx->renew_timer.cancelable = 1;
+    ngx_add_timer(&ctx->renew_timer, ngx_max(ctx->conf->lock_ttl / 3, 1));
+}
+
+void claim_stop_renewing(RequestCtx* ctx) noexcept
+{
+    if (ctx->renew_timer.timer_set) {
+        ngx_del_timer(&ctx->renew_timer);
+    }
+}
+
+void claim_release(RequestCtx* ctx, const char* why) noexcept
+{
+    ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0, "idempotency: releasing \"%V\": %s",
+                  &ctx->redis_key, why);
+    ctx->store->release(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
+    ctx->owns_claim = false;
+    ctx->status = Status::released;
+}
+
+// With idempotency_encrypt_key, what goes to the store is the record sealed
+// under the first key and bound to its store key. The sealed copy is
+// ngx_alloc'd, not from r->pool: a response that never completed is settled
+// from the pool's cleanup, when nginx has already let go of r->pool. The
+// store copies what it is given.
+void claim_complete(RequestCtx* ctx, std::string_view record) noexcept
+{
+    ngx_array_t* keys = ctx->conf->seal_keys;
+    ngx_log_t* log = ctx->request->connection->log;
+    std::string_view value = record;
+    char* sealed = nullptr;
+    char marker[unreplayable_size];
+    if (keys != nullptr) {
+        sealed = static_cast<char*>(ngx_alloc(record.size() + seal_overhead, log));
+        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->redis_key), record, sealed)) {
+            value = {sealed, record.size() + seal_overhead};
+        } else {
+            // Never let the claim lapse into a second execution: store the
+            // plain marker (a fingerprint and a status, nothing of the
+            // response); with encryption on it reads as unverifiable (410).
+            ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->redis_key);
+            value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
+        }
+    }
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "idempotency: storing %uz bytes under \"%V\" for %M ms", value.size(), &ctx->redis_key, ctx->conf->ttl);
+    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl);
+    if (sealed != nullptr) {
+        ngx_free(sealed);
+    }
+    count(Counter::stored_responses);
+    count(Counter::stored_bytes, value.size());
+    ctx->owns_claim = false;
+}
+
+void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept
+{
+    char marker[unreplayable_size];
+    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
+    ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
+                  "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->redis_key, why);
+    claim_complete(ctx, {marker, size});
+}
+
+}  // namespace idem

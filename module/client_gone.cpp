@@ -1,0 +1,119 @@
+// client_gone.cpp — SPEC rule 4, every way the client leaves: a claimed
+// request's upstream exchange runs to its end and its response is still
+// captured when the client closes, resets, or stops reading until
+// send_timeout fires. The content handler is wrapped so that the upstream
+// module ignores client aborts for this request only, in whichever location
+// serves it; a write error or a client timeout detaches the client, and the
+// body filter swallows what it would have been sent.
+// Must not touch: requests without a claim.
+
+#include "client_gone.hpp"
+
+namespace idem {
+namespace {
+
+// Wraps the location's content handler for a claimed request: the upstream
+// exchange must run to its end even if the client leaves, as if
+// proxy_ignore_client_abort were on for this request only.
+ngx_int_t protected_content_handler(ngx_http_request_t* r)
+{
+    RequestCtx* ctx = find_ctx(r);
+    ngx_http_event_handler_pt read_before = r->read_event_handler;
+    ngx_http_event_handler_pt write_before = r->write_event_handler;
+
+    ngx_int_t rc = ctx->content_handler(r);
+
+    ngx_http_upstream_t* u = r->upstream;
+    if (u != nullptr && u->conf != nullptr && !u->conf->ignore_client_abort) {
+        auto* conf = static_cast<ngx_http_upstream_conf_t*>(ngx_palloc(r->pool, sizeof(ngx_http_upstream_conf_t)));
+        if (conf != nullptr) {
+            *conf = *u->conf;
+            conf->ignore_client_abort = 1;
+            u->conf = conf;
+            // The upstream installed its broken-connection checks already.
+            if (r->read_event_handler != read_before) {
+                r->read_event_handler = ngx_http_block_reading;
+            }
+            if (r->write_event_handler != write_before) {
+                r->write_event_handler = ngx_http_request_empty_handler;
+            }
+        }
+    }
+    return rc;
+}
+
+// A client that stops reading is the same case as one that closes (rule 4):
+// when send_timeout fires while the claimed response is still being
+// captured, the client is let go and the upstream exchange runs on through
+// the body filter, instead of the upstream module ending it ("client timed
+// out") and draining the rest unseen. Sits in front of the write handler
+// the upstream module installed.
+void client_timeout_guard(ngx_http_request_t* r)
+{
+    RequestCtx* ctx = find_ctx(r);
+    ngx_event_t* wev = r->connection->write;
+    if (wev->timedout && ctx != nullptr && (ctx->capturing || ctx->detached)) {
+        wev->timedout = 0;
+        if (!ctx->detached) {
+            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                          "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->redis_key);
+            detach(r, ctx);
+        }
+    }
+    if (ctx != nullptr && ctx->write_handler != nullptr) {
+        ctx->write_handler(r);
+    }
+}
+
+}  // namespace
+
+// The client is gone: consume what the filters below us still hold so that
+// nginx keeps reading the upstream, and from now on swallow the bytes after
+// capturing them.
+void consume(ngx_chain_t* cl)
+{
+    for (; cl; cl = cl->next) {
+        ngx_buf_t* b = cl->buf;
+        b->pos = b->last;
+        if (b->in_file) {
+            b->file_pos = b->file_last;
+        }
+    }
+}
+
+void detach(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "idempotency: client gone, the response to \"%V\" is still captured", &ctx->redis_key);
+    ctx->detached = true;
+    consume(r->out);
+    r->out = nullptr;
+    r->connection->buffered = 0;
+    r->buffered = 0;
+    r->keepalive = 0;  // what the client holds is a cut response
+}
+
+void guard_client_timeout(RequestCtx* ctx) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
+    if (r->write_event_handler != client_timeout_guard) {
+        ctx->write_handler = r->write_event_handler;
+        r->write_event_handler = client_timeout_guard;
+    }
+}
+
+// The location that serves the claimed request now — the one that claimed
+// it, or where an internal redirect took it — has its content handler
+// protected from client aborts.
+void protect_content_handler(RequestCtx* ctx) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
+    if (r->content_handler != nullptr && r->content_handler != protected_content_handler) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "idempotency: protecting the content handler of \"%V\" from client aborts", &r->uri);
+        ctx->content_handler = r->content_handler;
+        r->content_handler = protected_content_handler;
+    }
+}
+
+}  // namespace idem

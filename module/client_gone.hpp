@@ -1,0 +1,23 @@
+// client_gone.hpp — a claimed request's exchange outlives its client
+// (client_gone.cpp).
+#pragma once
+
+#include "request_ctx.hpp"
+
+namespace idem {
+
+// The location that serves the claimed request now — the one that claimed
+// it, or where an internal redirect took it — has its content handler
+// protected from client aborts.
+void protect_content_handler(RequestCtx* ctx) noexcept;
+
+// In front of the write handler the upstream module installed: a client
+// timeout detaches the client instead of ending the exchange.
+void guard_client_timeout(RequestCtx* ctx) noexcept;
+
+// The client is gone: what the filters below hold is dropped, and from now
+// on the body filter swallows the bytes after capturing them.
+void detach(ngx_http_request_t* r, RequestCtx* ctx);
+void consume(ngx_chain_t* cl);
+
+}  // namespace idem

@@ -1,0 +1,72 @@
+// request_ctx.hpp — what the module knows about one main request, from its
+// key to its settled claim, and what it gets ($idempotency_status). Lives in
+// r->pool; its pool cleanup (access.cpp) stops what the claim still waits
+// for and settles a claim whose response never completed.
+#pragma once
+
+#include "conf.hpp"
+
+namespace idem {
+
+// $idempotency_status values, in SPEC order.
+enum class Status {
+    none, fresh, replayed, waited, conflict, mismatch, invalid, missing,
+    unavailable, released, unreplayable,
+};
+
+std::string_view status_name(Status s) noexcept;
+
+// Everything the module knows about one main request.
+struct RequestCtx {
+    ngx_http_request_t* request;
+    LocConf* conf;
+    Status status;
+
+    // pre-content phase
+    bool decided;          // status holds the claim's answer
+    ngx_event_t timer;     // Redis timeout for the pending claim
+    ngx_event_t wait_timer;  // idempotency_wait: next look at an in-flight original
+    ngx_msec_t wait_deadline;
+    ngx_msec_t wait_delay;
+    bool waited;
+    PendingOp* pending;    // the claim in flight, nullptr when none
+    Store* store;
+
+    // identity of the claim
+    Digest fingerprint;
+    ngx_str_t redis_key;
+    ngx_str_t claim;       // the claim record: fingerprint and random token
+    bool owns_claim;       // we hold the claim and have not settled it
+    ngx_event_t renew_timer;  // extends the claim while the response is in progress
+
+    // replay: a copy of the stored record
+    ngx_str_t stored;
+    bool responded;        // the module answered this request itself
+    bool unverifiable;     // the stored record did not open (encryption at rest)
+
+    // capture (capture.cpp): the response record is built in place — its
+    // head is written at the end, the body bytes go after it as they pass
+    bool capturing;        // recording the response as it streams out
+    bool detached;         // the client is gone; the response is drained for storing
+    bool oversize;         // over idempotency_max_response_size: stored as unreplayable
+    ngx_uint_t response_status;
+    ngx_array_t headers;   // of Header
+    char* record;
+    size_t head_size;
+    size_t body_size;
+    size_t capacity;
+    ngx_http_handler_pt content_handler;  // the location's, wrapped by ours
+    ngx_http_event_handler_pt write_handler;  // the upstream's, behind the client-timeout guard
+};
+
+// The request's context, also after an internal redirect wiped nginx's
+// module contexts; nullptr when the module does not act on it.
+RequestCtx* find_ctx(ngx_http_request_t* r) noexcept;
+
+inline void set_outcome(RequestCtx* ctx, Status status) noexcept
+{
+    ctx->status = status;
+    ctx->decided = true;
+}
+
+}  // namespace idem
