@@ -10,6 +10,7 @@
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"
 #include "redis/redis_store.hpp"
+#include "zone/zone_conf.hpp"
 #include "zone/zone_store.hpp"
 
 namespace idem {
