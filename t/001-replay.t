@@ -51,7 +51,7 @@ Idempotency-Key: binary-large
 --- error_code eval
 [201, 201]
 --- response_body eval
-my $body = substr(join('', map { chr } 0 .. 255) x 1200, 0, 300000);
+my $body = substr(CORE::join('', map { chr } 0 .. 255) x 1200, 0, 300000);
 [$body, $body]
 --- response_headers eval
 ["Content-Length: 300000\nX-Upstream-Execution: 1", "Content-Length: 300000\nIdempotent-Replayed: true"]

@@ -86,7 +86,7 @@ IdempotencyTest::wait_until(sub {
 --- response_headers eval
 ["Content-Length: 600000\nIdempotent-Replayed: true\nX-Upstream-Execution: 1", ""]
 --- response_body eval
-my $line = join('', 'a' .. 'z', 'A' .. 'Z', '0' .. '9') . "\n";
+my $line = CORE::join('', 'a' .. 'z', 'A' .. 'Z', '0' .. '9') . "\n";
 [substr($line x (600000 / length($line) + 1), 0, 600000), "1"]
 --- no_error_log
 [error]

@@ -127,7 +127,7 @@ location / {
 --- error_code eval
 [201, 201, 200]
 --- response_body eval
-my $body = substr(join('', map { chr } 0 .. 255) x 1200, 0, 300000);
+my $body = substr(CORE::join('', map { chr } 0 .. 255) x 1200, 0, 300000);
 [$body, $body, "1"]
 --- response_headers eval
 ["X-Idempotency-Status: new\nX-Upstream-Execution: 1\n!Idempotent-Replayed",
