@@ -115,6 +115,18 @@ void on_event(ngx_event_t* ev)
 
 void fingerprint_request(ngx_http_request_t* r, Digest& out, FingerprintDone done) noexcept
 {
+    ngx_chain_t* body = r->request_body != nullptr ? r->request_body->bufs : nullptr;
+    bool in_file = false;
+    for (ngx_chain_t* cl = body; cl != nullptr && !in_file; cl = cl->next) {
+        in_file = !ngx_buf_in_memory(cl->buf) && cl->buf->in_file;
+    }
+    if (!in_file) {
+        // All in memory, hashed before this returns: nothing outlives the call.
+        BodyHash hash(r, out, done);
+        hash.next = body;
+        run(&hash);
+        return;
+    }
     void* room = ngx_palloc(r->pool, sizeof(BodyHash));
     ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
     if (room == nullptr || cln == nullptr) {
@@ -124,11 +136,7 @@ void fingerprint_request(ngx_http_request_t* r, Digest& out, FingerprintDone don
     auto* hash = new (room) BodyHash(r, out, done);
     cln->handler = forget;
     cln->data = hash;
-    if (!hash->fingerprinter.ok()) {
-        finish(hash, false);
-        return;
-    }
-    hash->next = r->request_body != nullptr ? r->request_body->bufs : nullptr;
+    hash->next = body;
     hash->event.handler = on_event;
     hash->event.data = hash;
     hash->event.log = r->connection->log;
