@@ -7,56 +7,14 @@
 #include <cstring>
 
 #include "../conf.hpp"
-#include "info.hpp"
-#include "resp.hpp"
 #include "../metrics.hpp"
+#include "info.hpp"
+#include "reply_reader.hpp"
 
 namespace idem::redis {
 namespace {
 
 constexpr ngx_msec_t first_backoff = 100;
-
-// The store's replies are never arrays (nil, bulk strings, integers,
-// status, errors), Sentinel's master address is an array of 2, and the
-// cluster's slot map has at most one entry per slot. hiredis reserves room
-// for whatever element count an array announces, so a broken or hostile
-// server sending "*2147483647" could make a worker allocate and free
-// gigabytes; longer arrays are refused before anything is allocated, and
-// the connection is dropped.
-constexpr int max_reply_elements = 16;
-constexpr int max_large_reply_elements = 16384;
-
-redisReplyObjectFunctions small_functions;
-redisReplyObjectFunctions large_functions;
-void* (*default_create_array)(const redisReadTask*, int) = nullptr;
-
-void* create_small_array(const redisReadTask* task, int elements)
-{
-    return elements > max_reply_elements ? nullptr : default_create_array(task, elements);
-}
-
-void* create_large_array(const redisReadTask* task, int elements)
-{
-    return elements > max_large_reply_elements ? nullptr : default_create_array(task, elements);
-}
-
-// A reader with hiredis's own reply objects but for the array guard.
-redisReader* create_reader(bool large) noexcept
-{
-    if (default_create_array == nullptr) {
-        redisReader* probe = redisReaderCreate();
-        if (probe == nullptr) {
-            return nullptr;
-        }
-        small_functions = *probe->fn;
-        redisReaderFree(probe);
-        default_create_array = small_functions.createArray;
-        large_functions = small_functions;
-        small_functions.createArray = create_small_array;
-        large_functions.createArray = create_large_array;
-    }
-    return redisReaderCreateWithFunctions(large ? &large_functions : &small_functions);
-}
 constexpr ngx_msec_t max_backoff = 1000;
 constexpr size_t read_chunk = 16 * 1024;
 
@@ -64,7 +22,8 @@ constexpr size_t read_chunk = 16 * 1024;
 
 Connection::Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
                        bool large_replies, bool data_node) noexcept
-    : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node)
+    : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node),
+      pipeline_(log)
 {
     retry_event_.handler = on_retry;
     retry_event_.data = this;
@@ -92,12 +51,6 @@ Connection::~Connection()
     if (retry_event_.timer_set) {
         ngx_del_timer(&retry_event_);
     }
-    while (free_ != nullptr) {
-        Pending* p = free_;
-        free_ = p->next;
-        ngx_free(p);
-    }
-    ngx_free(out_);
 }
 
 void Connection::set_timeout(ngx_msec_t timeout) noexcept
@@ -140,7 +93,7 @@ bool Connection::queue(int argc, const char** argv, const size_t* argv_len, Repl
         }
     }
 
-    if (!push(argc, argv, argv_len, handler, data, false)) {
+    if (!pipeline_.push(argc, argv, argv_len, handler, data, false)) {
         return false;
     }
 
@@ -179,90 +132,6 @@ void Connection::on_deferred_failure(ngx_event_t* ev)
     }
 }
 
-// Makes room for `size` more bytes at out_ + out_len_.
-bool Connection::reserve(size_t size) noexcept
-{
-    if (out_pos_ > 0 && out_pos_ == out_len_) {
-        out_pos_ = out_len_ = 0;
-    }
-    if (out_len_ + size <= out_cap_) {
-        return true;
-    }
-    size_t waiting = out_len_ - out_pos_;
-    size_t cap = out_cap_ ? out_cap_ : 4096;
-    while (cap < waiting + size) {
-        cap *= 2;
-    }
-    auto* grown = static_cast<char*>(ngx_alloc(cap, log_));
-    if (grown == nullptr) {
-        return false;
-    }
-    if (waiting) {
-        std::memcpy(grown, out_ + out_pos_, waiting);
-    }
-    ngx_free(out_);
-    out_ = grown;
-    out_cap_ = cap;
-    out_pos_ = 0;
-    out_len_ = waiting;
-    return true;
-}
-
-Pending* Connection::take_pending() noexcept
-{
-    Pending* p = free_;
-    if (p != nullptr) {
-        free_ = p->next;
-        return p;
-    }
-    return static_cast<Pending*>(ngx_alloc(sizeof(Pending), log_));
-}
-
-void Connection::give_back(Pending* p) noexcept
-{
-    if (p != nullptr) {
-        p->next = free_;
-        free_ = p;
-    }
-}
-
-// Writes a command into the output buffer and links its reply slot: at the
-// back, or at the front for the handshake, which goes before anything queued
-// while the connection was down.
-bool Connection::push(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
-                      bool front) noexcept
-{
-    Pending* p = take_pending();
-    size_t size = resp_size(argc, argv_len);
-    if (p == nullptr || !reserve(size)) {
-        give_back(p);
-        return false;
-    }
-    char* at = out_ + out_len_;
-    if (front) {
-        at = out_ + out_pos_;
-        std::memmove(at + size, at, out_len_ - out_pos_);
-    }
-    resp_write(at, argc, argv, argv_len);
-    out_len_ += size;
-    p->handler = handler;
-    p->data = data;
-    p->queued_us = monotonic_us();
-    if (front) {
-        p->next = head_;
-        head_ = p;
-        if (tail_ == nullptr) {
-            tail_ = p;
-        }
-    } else {
-        p->next = nullptr;
-        (tail_ ? tail_->next : head_) = p;
-        tail_ = p;
-    }
-    count(Counter::redis_commands);
-    return true;
-}
-
 // ------------------------------------------------------------- connecting
 
 void Connection::connect() noexcept
@@ -275,7 +144,7 @@ void Connection::connect() noexcept
     peer_.log = log_;
     peer_.log_error = NGX_ERROR_ERR;
 
-    reader_ = create_reader(large_replies_);
+    reader_ = create_reply_reader(large_replies_);
     if (reader_ == nullptr) {
         fail("cannot allocate a reply reader", 0);
         return;
@@ -308,73 +177,6 @@ void Connection::connect() noexcept
         return;
     }
     connected();
-}
-
-// AUTH and SELECT go first on every new connection, pipelined with whatever
-// was queued meanwhile; a failure of either closes the connection. On a data
-// node, INFO memory follows them: an eviction policy other than noeviction
-// is worth a warning, once per connection.
-bool Connection::handshake() noexcept
-{
-    // pushed to the front in reverse: AUTH, then SELECT, then INFO go out
-    if (data_node_) {
-        const char* argv[] = {"INFO", "memory"};
-        const size_t lens[] = {4, 6};
-        if (!push(2, argv, lens, on_memory_info, this, true)) {
-            return false;
-        }
-    }
-    if (auth_.db != 0) {
-        char db[NGX_INT_T_LEN];
-        size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", auth_.db) - reinterpret_cast<u_char*>(db));
-        const char* argv[] = {"SELECT", db};
-        const size_t lens[] = {6, db_len};
-        if (!push(2, argv, lens, on_handshake_reply, this, true)) {
-            return false;
-        }
-    }
-    if (auth_.password.len) {
-        const char* argv[3] = {"AUTH"};
-        size_t lens[3] = {4};
-        int argc = 1;
-        if (auth_.username.len) {
-            argv[argc] = reinterpret_cast<const char*>(auth_.username.data);
-            lens[argc++] = auth_.username.len;
-        }
-        argv[argc] = reinterpret_cast<const char*>(auth_.password.data);
-        lens[argc++] = auth_.password.len;
-        if (!push(argc, argv, lens, on_handshake_reply, this, true)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-void Connection::on_handshake_reply(void* data, redisReply* reply)
-{
-    auto* self = static_cast<Connection*>(data);
-    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
-        ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the handshake: %s",
-                      &self->name_, reply->str);
-        self->fail(nullptr, 0);
-    }
-}
-
-void Connection::on_memory_info(void* data, redisReply* reply)
-{
-    auto* self = static_cast<Connection*>(data);
-    if (reply == nullptr || reply->type != REDIS_REPLY_STRING) {
-        return;  // lost with the connection, or INFO refused (managed Redis): nothing to say
-    }
-    std::string_view policy = info_field({reply->str, reply->len}, "maxmemory_policy");
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: maxmemory_policy %*s", &self->name_,
-                   policy.size(), policy.data());
-    if (evicts_module_keys(policy)) {
-        ngx_log_error(NGX_LOG_WARN, self->log_, 0,
-                      "idempotency: Redis %V has maxmemory-policy %*s: when full it evicts claims and stored "
-                      "responses (all have a TTL), and their retries execute again; set maxmemory-policy noeviction",
-                      &self->name_, policy.size(), policy.data());
-    }
 }
 
 void Connection::connected() noexcept
@@ -413,7 +215,7 @@ void Connection::fail(const char* why, ngx_err_t err) noexcept
         reader_ = nullptr;
     }
     state_ = State::down;
-    out_pos_ = out_len_ = 0;
+    pipeline_.drop_unsent();
 
     if (why != nullptr) {
         backoff_ = backoff_ ? ngx_min(backoff_ * 2, max_backoff) : first_backoff;
@@ -421,14 +223,12 @@ void Connection::fail(const char* why, ngx_err_t err) noexcept
     }
 
     // Every command in flight gets "no reply"; handlers may queue again.
-    Pending* p = head_;
-    head_ = tail_ = nullptr;
+    Pending* p = pipeline_.take_all();
     while (p != nullptr) {
         Pending* next = p->next;
         ReplyHandler handler = p->handler;
         void* data = p->data;
-        p->next = free_;
-        free_ = p;
+        pipeline_.give_back(p);
         if (handler != nullptr && handler != on_handshake_reply && handler != on_memory_info) {
             handler(data, nullptr);
         }
@@ -439,7 +239,7 @@ void Connection::fail(const char* why, ngx_err_t err) noexcept
 void Connection::on_retry(ngx_event_t* ev)
 {
     auto* self = static_cast<Connection*>(ev->data);
-    if (self->state_ == State::down && self->head_ != nullptr) {
+    if (self->state_ == State::down && self->pipeline_.awaiting()) {
         self->connect();
     }
 }
@@ -473,8 +273,8 @@ void Connection::on_write(ngx_event_t* ev)
 
 void Connection::flush() noexcept
 {
-    while (out_pos_ < out_len_) {
-        ssize_t n = conn_->send(conn_, reinterpret_cast<u_char*>(out_ + out_pos_), out_len_ - out_pos_);
+    while (pipeline_.unsent_size() > 0) {
+        ssize_t n = conn_->send(conn_, pipeline_.unsent(), pipeline_.unsent_size());
         if (n == NGX_AGAIN) {
             break;
         }
@@ -482,10 +282,7 @@ void Connection::flush() noexcept
             fail("send() failed", ngx_socket_errno);
             return;
         }
-        out_pos_ += static_cast<size_t>(n);
-    }
-    if (out_pos_ == out_len_) {
-        out_pos_ = out_len_ = 0;
+        pipeline_.sent(static_cast<size_t>(n));
     }
     if (ngx_handle_write_event(conn_->write, 0) != NGX_OK) {
         fail("cannot watch the socket", 0);
@@ -501,7 +298,7 @@ void Connection::arm_reply_timer() noexcept
     if (conn_ == nullptr) {
         return;
     }
-    if (head_ == nullptr) {
+    if (!pipeline_.awaiting()) {
         if (conn_->read->timer_set) {
             ngx_del_timer(conn_->read);
         }
@@ -556,15 +353,11 @@ void Connection::read() noexcept
             if (reply == nullptr) {
                 break;
             }
-            Pending* p = head_;
+            Pending* p = pipeline_.pop();
             if (p == nullptr) {
                 freeReplyObject(reply);
                 fail("reply to no command", 0);
                 return;
-            }
-            head_ = p->next;
-            if (head_ == nullptr) {
-                tail_ = nullptr;
             }
             ReplyHandler handler = p->handler;
             void* data = p->data;
@@ -572,8 +365,7 @@ void Connection::read() noexcept
             if (static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
                 count(Counter::redis_errors);
             }
-            p->next = free_;
-            free_ = p;
+            pipeline_.give_back(p);
 
             dispatching_++;
             if (handler != nullptr) {

@@ -1,7 +1,9 @@
 // redis/connection.hpp — one non-blocking connection from a worker to one
 // Redis server, on nginx's event loop. Commands from all requests are
 // pipelined on it; replies are matched to commands in order. Commands are
-// written in RESP by resp.hpp; hiredis parses the replies; the I/O is nginx's.
+// written in RESP by resp.hpp and queued in a Pipeline; hiredis parses the
+// replies (reply_reader.hpp); the I/O is nginx's. handshake.cpp holds what is
+// sent first on each new connection.
 // Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
 // connect and reply timeouts. Knows nothing of requests or records.
 #pragma once
@@ -9,26 +11,15 @@
 #include <cstdint>
 
 #include "../ngx.hpp"
+#include "pipeline.hpp"
 
 struct redisReader;
-struct redisReply;
 
 namespace idem {
 struct RedisAuth;
 }
 
 namespace idem::redis {
-
-// Called once per command: with its reply, or with nullptr when no reply
-// will come (connection lost, timed out, worker exiting).
-using ReplyHandler = void (*)(void* data, redisReply* reply);
-
-struct Pending {
-    Pending* next;
-    ReplyHandler handler;
-    void* data;
-    std::uint64_t queued_us;  // for the round-trip histogram
-};
 
 class Connection {
 public:
@@ -70,10 +61,6 @@ private:
     void flush() noexcept;
     void read() noexcept;
     void arm_reply_timer() noexcept;
-    bool reserve(size_t size) noexcept;
-    Pending* take_pending() noexcept;
-    void give_back(Pending* p) noexcept;
-    bool push(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data, bool front) noexcept;
     bool handshake() noexcept;
 
     static void on_read(ngx_event_t* ev);
@@ -95,14 +82,7 @@ private:
     ngx_connection_t* conn_ = nullptr;
     redisReader* reader_ = nullptr;
 
-    char* out_ = nullptr;  // formatted commands not yet written
-    size_t out_pos_ = 0;
-    size_t out_len_ = 0;
-    size_t out_cap_ = 0;
-
-    Pending* head_ = nullptr;  // awaiting replies, oldest first
-    Pending* tail_ = nullptr;
-    Pending* free_ = nullptr;
+    Pipeline pipeline_;
 
     ngx_msec_t timeout_ = 0;  // unset until the first user sets it
     ngx_msec_t backoff_ = 0;

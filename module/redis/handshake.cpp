@@ -1,0 +1,79 @@
+// redis/handshake.cpp — what a Connection sends first on every new
+// connection (connection.hpp), and what it makes of the answers.
+
+#include <hiredis/hiredis.h>
+
+#include "../conf.hpp"
+#include "connection.hpp"
+#include "info.hpp"
+
+namespace idem::redis {
+
+// AUTH and SELECT go first on every new connection, pipelined with whatever
+// was queued meanwhile; a failure of either closes the connection. On a data
+// node, INFO memory follows them: an eviction policy other than noeviction
+// is worth a warning, once per connection.
+bool Connection::handshake() noexcept
+{
+    // pushed to the front in reverse: AUTH, then SELECT, then INFO go out
+    if (data_node_) {
+        const char* argv[] = {"INFO", "memory"};
+        const size_t lens[] = {4, 6};
+        if (!pipeline_.push(2, argv, lens, on_memory_info, this, true)) {
+            return false;
+        }
+    }
+    if (auth_.db != 0) {
+        char db[NGX_INT_T_LEN];
+        size_t db_len = static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(db), "%i", auth_.db) - reinterpret_cast<u_char*>(db));
+        const char* argv[] = {"SELECT", db};
+        const size_t lens[] = {6, db_len};
+        if (!pipeline_.push(2, argv, lens, on_handshake_reply, this, true)) {
+            return false;
+        }
+    }
+    if (auth_.password.len) {
+        const char* argv[3] = {"AUTH"};
+        size_t lens[3] = {4};
+        int argc = 1;
+        if (auth_.username.len) {
+            argv[argc] = reinterpret_cast<const char*>(auth_.username.data);
+            lens[argc++] = auth_.username.len;
+        }
+        argv[argc] = reinterpret_cast<const char*>(auth_.password.data);
+        lens[argc++] = auth_.password.len;
+        if (!pipeline_.push(argc, argv, lens, on_handshake_reply, this, true)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void Connection::on_handshake_reply(void* data, redisReply* reply)
+{
+    auto* self = static_cast<Connection*>(data);
+    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
+        ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the handshake: %s",
+                      &self->name_, reply->str);
+        self->fail(nullptr, 0);
+    }
+}
+
+void Connection::on_memory_info(void* data, redisReply* reply)
+{
+    auto* self = static_cast<Connection*>(data);
+    if (reply == nullptr || reply->type != REDIS_REPLY_STRING) {
+        return;  // lost with the connection, or INFO refused (managed Redis): nothing to say
+    }
+    std::string_view policy = info_field({reply->str, reply->len}, "maxmemory_policy");
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: maxmemory_policy %*s", &self->name_,
+                   policy.size(), policy.data());
+    if (evicts_module_keys(policy)) {
+        ngx_log_error(NGX_LOG_WARN, self->log_, 0,
+                      "idempotency: Redis %V has maxmemory-policy %*s: when full it evicts claims and stored "
+                      "responses (all have a TTL), and their retries execute again; set maxmemory-policy noeviction",
+                      &self->name_, policy.size(), policy.data());
+    }
+}
+
+}  // namespace idem::redis
