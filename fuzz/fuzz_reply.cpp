@@ -5,9 +5,10 @@
 //   0x00-0x7f  replies: the rest is what Redis sends, fed to a hiredis
 //              redisReader in chunks of (byte & 0x7f) bytes (0: all at once),
 //              as Connection::read() does with what recv() returns; every
-//              complete reply goes to idem::decide() with a fixed request
-//              fingerprint (fuzz::fixed_digest()), checked against what it
-//              must answer; on replay the record's headers are walked.
+//              complete reply is read as the claim's reply
+//              (redis/claim_reply.hpp) and decided (decide.hpp) with a fixed
+//              request fingerprint (fuzz::fixed_digest()), checked against
+//              what it must answer; on replay the record's headers are walked.
 //   0x80-0xff  commands: the rest is argv, each argument a 2-byte big-endian
 //              length then that many bytes (cut short at the end);
 //              idem::redis::resp_write() must write exactly resp_size()
@@ -27,42 +28,43 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
-#include "outcome.hpp"
+#include "decide.hpp"
 #include "record.hpp"
+#include "redis/claim_reply.hpp"
 #include "redis/resp.hpp"
 
 namespace {
 
-using idem::Decision;
+using idem::Outcome;
 using idem::Record;
 using idem::RecordKind;
 
-// What decide() must answer, from the definitions in outcome.hpp.
-Decision expected_decision(const redisReply* reply)
+// What the request must get, from the definitions in decide.hpp.
+Outcome expected_outcome(const redisReply* reply)
 {
     if (reply->type == REDIS_REPLY_NIL) {
-        return Decision::execute;
+        return Outcome::fresh;
     }
     if (reply->type != REDIS_REPLY_STRING) {
-        return Decision::unavailable;
+        return Outcome::unavailable;
     }
     const std::optional<Record> stored =
         idem::decode_record(std::string_view(reply->str, reply->len));
     if (!stored) {
-        return Decision::corrupt;
+        return Outcome::unavailable;
     }
     if (stored->fingerprint != fuzz::fixed_digest()) {
-        return Decision::mismatch;
+        return Outcome::mismatch;
     }
     switch (stored->kind) {
     case RecordKind::claim:
-        return Decision::in_flight;
+        return Outcome::conflict;
     case RecordKind::response:
-        return Decision::replay;
+        return Outcome::replayed;
     case RecordKind::unreplayable:
-        return Decision::unreplayable;
+        return Outcome::unreplayable;
     }
-    return Decision::corrupt;
+    return Outcome::unavailable;
 }
 
 // hiredis 0.14 callocs an array reply's element table for the announced
@@ -107,9 +109,17 @@ bool inside(std::string_view part, const redisReply* reply)
 void check_reply(const redisReply* reply)
 {
     Record record{};
-    const Decision d = idem::decide(reply, fuzz::fixed_digest(), record);
-    FUZZ_CHECK(d == expected_decision(reply));
-    if (d != Decision::replay) {
+    std::string_view found;
+    idem::Unusable why = idem::Unusable::no;
+    Outcome d = Outcome::unavailable;
+    switch (idem::redis::read_claim_reply(reply, found)) {
+    case idem::redis::ClaimReply::granted: d = Outcome::fresh; break;
+    case idem::redis::ClaimReply::unusable: d = Outcome::unavailable; break;
+    case idem::redis::ClaimReply::found: d = idem::decide_stored(found, fuzz::fixed_digest(), record, why); break;
+    }
+    FUZZ_CHECK(d == expected_outcome(reply));
+    FUZZ_CHECK((why == idem::Unusable::not_a_record) == (reply->type == REDIS_REPLY_STRING && !idem::decode_record(found)));
+    if (d != Outcome::replayed) {
         return;
     }
     FUZZ_CHECK(record.kind == RecordKind::response);

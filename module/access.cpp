@@ -30,7 +30,7 @@ void cleanup(void* data)
     auto* ctx = static_cast<RequestCtx*>(data);
     claim_stop_waiting(ctx);
     capture_settle(ctx);
-    count_outcome(static_cast<unsigned>(ctx->status));
+    count_outcome(ctx->outcome);
 }
 
 RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
@@ -56,9 +56,9 @@ RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
 // that now serves it.
 ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
 {
-    std::string_view status = status_name(ctx->status);
+    const OutcomeInfo& outcome = outcome_info(ctx->outcome);
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: \"%V\": %*s%s", &ctx->redis_key,
-                   status.size(), status.data(), ctx->responded ? " (already answered)" : "");
+                   outcome.name.size(), outcome.name.data(), ctx->responded ? " (already answered)" : "");
     if (ctx->responded) {
         if (ctx->capturing) {
             protect_content_handler(ctx);
@@ -67,14 +67,14 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
     }
     ctx->responded = true;
 
-    switch (ctx->status) {
-    case Status::fresh:
+    switch (ctx->outcome) {
+    case Outcome::fresh:
         capture_begin(ctx);
         return NGX_DECLINED;
-    case Status::replayed:
-    case Status::waited:
-        return replay(r, ctx, view(ctx->stored));
-    case Status::unavailable:
+    case Outcome::replayed:
+    case Outcome::waited:
+        return replay(r, ctx);
+    case Outcome::unavailable:
         if (ctx->conf->fail_open) {
             if (fail_open_log.admit()) {
                 ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
@@ -83,21 +83,11 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
             }
             return NGX_DECLINED;
         }
-        return send_problem(r, NGX_HTTP_SERVICE_UNAVAILABLE, 1);
-    case Status::conflict:
-        return send_problem(r, NGX_HTTP_CONFLICT, 1);
-    case Status::mismatch:
-        return send_problem(r, 422, 0);
-    case Status::unreplayable:
-        return send_problem(r, 410, 0);
-    case Status::invalid:
-    case Status::missing:
-        return send_problem(r, NGX_HTTP_BAD_REQUEST, 0);
-    case Status::none:
-    case Status::released:
+        break;
+    default:
         break;
     }
-    return NGX_DECLINED;
+    return outcome.http_status != 0 ? send_problem(r, outcome) : NGX_DECLINED;
 }
 
 // The request is fingerprinted: claim the key.
@@ -209,14 +199,14 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
     }
     switch (found) {
     case KeyLookup::none:
-        set_outcome(ctx, Status::missing);
+        set_outcome(ctx, Outcome::missing);
         if (!conf->required) {
             ctx->responded = true;
             return NGX_DECLINED;
         }
         return respond(r, ctx);
     case KeyLookup::many:
-        set_outcome(ctx, Status::invalid);
+        set_outcome(ctx, Outcome::invalid);
         return respond(r, ctx);
     case KeyLookup::one:
         break;
@@ -228,7 +218,7 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
     }
     ParsedKey parsed = parse_key(view(value), key);
     if (parsed.status != KeyStatus::ok) {
-        set_outcome(ctx, Status::invalid);
+        set_outcome(ctx, Outcome::invalid);
         return respond(r, ctx);
     }
     if (!derive_key(r, ctx, {key, parsed.length})) {

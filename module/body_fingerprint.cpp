@@ -137,9 +137,7 @@ void fingerprint_request(ngx_http_request_t* r, Digest& out, FingerprintDone don
     cln->handler = forget;
     cln->data = hash;
     hash->next = body;
-    hash->event.handler = on_event;
-    hash->event.data = hash;
-    hash->event.log = r->connection->log;
+    set_event(hash->event, on_event, hash, r->connection->log);
     run(hash);
 }
 

@@ -192,6 +192,9 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
     if (!ctx->owns_claim) {
         return;
     }
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "idempotency: captured the response to \"%V\": status %ui, %ui headers, %uz body bytes",
+                   &ctx->redis_key, ctx->response_status, ctx->headers.nelts, ctx->body_size);
     ngx_array_t trailers;
     if (ctx->oversize) {
         claim_unreplayable(ctx, "larger than idempotency_max_response_size");
@@ -340,6 +343,8 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
 
 void capture_begin(RequestCtx* ctx) noexcept
 {
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "idempotency: forwarding the request for \"%V\" with its claim held", &ctx->redis_key);
     ctx->capturing = true;
     claim_hold(ctx);
     protect_content_handler(ctx);

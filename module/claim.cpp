@@ -14,8 +14,6 @@
 
 #include "log_limit.hpp"
 #include "metrics.hpp"
-#include "redis/redis_store.hpp"
-#include "zone/zone_store.hpp"
 
 namespace idem {
 namespace {
@@ -60,10 +58,21 @@ bool wait_for_original(RequestCtx* ctx)
     }
     ngx_msec_t delay = ngx_min(ctx->wait_delay, ctx->wait_deadline - ngx_current_msec);
     ctx->wait_delay = ngx_min(ctx->wait_delay * 2, max_wait_delay);
-    ctx->wait_timer.handler = on_wait_timer;
-    ctx->wait_timer.data = ctx;
-    ctx->wait_timer.log = ctx->request->connection->log;
+    set_event(ctx->wait_timer, on_wait_timer, ctx, ctx->request->connection->log);
     ngx_add_timer(&ctx->wait_timer, delay);
+    return true;
+}
+
+// The stored response, decoded by the store, kept for the replay: its bytes
+// copied into r->pool, the record's views moved along.
+bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
+{
+    auto* copy = static_cast<char*>(ngx_pnalloc(ctx->request->pool, result.stored.size()));
+    if (copy == nullptr || result.record == nullptr) {
+        return false;
+    }
+    std::memcpy(copy, result.stored.data(), result.stored.size());
+    ctx->stored = rebased(*result.record, result.stored, copy);
     return true;
 }
 
@@ -76,52 +85,34 @@ void on_claim(void* data, const ClaimResult& result)
         ngx_del_timer(&ctx->timer);
     }
 
-    if (ctx->waited && result.decision != Decision::in_flight) {
+    if (ctx->waited && result.outcome != Outcome::conflict) {
         observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
     }
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: decision %d%s",
-                   &ctx->redis_key, static_cast<int>(result.decision), ctx->waited ? ", after waiting" : "");
-    switch (result.decision) {
-    case Decision::execute:
+    std::string_view name = outcome_info(result.outcome).name;
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: %*s%s",
+                   &ctx->redis_key, name.size(), name.data(), ctx->waited ? ", after waiting" : "");
+    Outcome outcome = result.outcome;
+    switch (outcome) {
+    case Outcome::fresh:
         ctx->owns_claim = true;
-        set_outcome(ctx, Status::fresh);
         break;
-    case Decision::replay:
-        ctx->stored.data = static_cast<u_char*>(ngx_pnalloc(r->pool, result.stored.size()));
-        if (ctx->stored.data == nullptr) {
-            set_outcome(ctx, Status::unavailable);
-            break;
+    case Outcome::replayed:
+        if (!keep_stored(ctx, result)) {
+            outcome = Outcome::unavailable;
+        } else if (ctx->waited) {
+            outcome = Outcome::waited;
         }
-        std::memcpy(ctx->stored.data, result.stored.data(), result.stored.size());
-        ctx->stored.len = result.stored.size();
-        set_outcome(ctx, ctx->waited ? Status::waited : Status::replayed);
         break;
-    case Decision::in_flight:
+    case Outcome::conflict:  // the original is in flight
         if (wait_for_original(ctx)) {
             return;
         }
-        set_outcome(ctx, Status::conflict);
         break;
-    case Decision::mismatch:
-        set_outcome(ctx, Status::mismatch);
-        break;
-    case Decision::unreplayable:
-        set_outcome(ctx, Status::unreplayable);
-        break;
-    case Decision::unverifiable:  // the store logged why; never replayed, never executed again
-        ctx->unverifiable = true;
-        set_outcome(ctx, Status::unreplayable);
-        break;
-    case Decision::corrupt:
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "idempotency: the value under \"%V\" is not a record of this module", &ctx->redis_key);
-        set_outcome(ctx, Status::unavailable);
-        break;
-    case Decision::unavailable:  // the store logged why
-        set_outcome(ctx, Status::unavailable);
+    default:  // the store logged what was not usable; 410 and 422 never execute again
         break;
     }
+    set_outcome(ctx, outcome);
     resume(r);
 }
 
@@ -138,7 +129,7 @@ void on_claim_timeout(ngx_event_t* ev)
         ctx->store->abandon(ctx->pending);
         ctx->pending = nullptr;
     }
-    set_outcome(ctx, Status::unavailable);
+    set_outcome(ctx, Outcome::unavailable);
     resume(ctx->request);
 }
 
@@ -210,13 +201,14 @@ void claim_key(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;
     LocConf* conf = ctx->conf;
-    ctx->store = conf->zone != nullptr ? zone::store_for(conf->zone)
-                                       : redis::store_for(*conf->server, conf->redis_timeout);
+    if (ctx->store == nullptr) {
+        ctx->store = store_for(*conf);
+    }
     if (ctx->store != nullptr) {
         ngx_array_t* keys = conf->seal_keys;
-        ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), ctx->fingerprint, conf->lock_ttl,
-                                         keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
-                                         keys ? keys->nelts : 0, on_claim, ctx);
+        ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
+                           keys ? keys->nelts : 0};
+        ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), conf->lock_ttl, waiter);
     }
     if (ctx->pending == nullptr) {
         if (unreachable_log.admit()) {
@@ -225,16 +217,14 @@ void claim_key(RequestCtx* ctx) noexcept
                           "idempotency: %s %V is unreachable (%ui requests since the last line)",
                           conf->zone != nullptr ? "zone" : "Redis", &name, unreachable_log.take());
         }
-        set_outcome(ctx, Status::unavailable);
+        set_outcome(ctx, Outcome::unavailable);
         resume(r);
         return;
     }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claiming \"%V\" for %M ms",
                    &ctx->redis_key, conf->lock_ttl);
-    ctx->timer.handler = on_claim_timeout;
-    ctx->timer.data = ctx;
-    ctx->timer.log = r->connection->log;
+    set_event(ctx->timer, on_claim_timeout, ctx, r->connection->log);
     ngx_add_timer(&ctx->timer, conf->redis_timeout);
 }
 
@@ -254,10 +244,7 @@ void claim_stop_waiting(RequestCtx* ctx) noexcept
 
 void claim_hold(RequestCtx* ctx) noexcept
 {
-    ctx->renew_timer.handler = on_renew;
-    ctx->renew_timer.data = ctx;
-    ctx->renew_timer.log = ctx->request->connection->log;
-    ctx->renew_timer.cancelable = 1;
+    set_event(ctx->renew_timer, on_renew, ctx, ctx->request->connection->log, true);
     ngx_add_timer(&ctx->renew_timer, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
@@ -274,7 +261,7 @@ void claim_release(RequestCtx* ctx, const char* why) noexcept
                   &ctx->redis_key, why);
     ctx->store->release(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
     ctx->owns_claim = false;
-    ctx->status = Status::released;
+    ctx->outcome = Outcome::released;
 }
 
 // With idempotency_encrypt_key, what goes to the store is the record sealed

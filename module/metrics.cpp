@@ -4,13 +4,12 @@
 
 #include <ctime>
 
-#include "request_ctx.hpp"
+#include "conf.hpp"
+#include "outcome.hpp"
 #include "response.hpp"
 
 namespace idem {
 namespace {
-
-constexpr unsigned outcome_count = static_cast<unsigned>(Status::unreplayable) + 1;
 
 // Bucket upper bounds, in microseconds and milliseconds; +Inf is implicit.
 constexpr std::uint64_t rtt_bounds_us[] = {100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000};
@@ -25,6 +24,22 @@ struct Shared {
     ngx_atomic_t rtt_sum_us;
     ngx_atomic_t wait[wait_buckets];
     ngx_atomic_t wait_sum_ms;
+};
+
+// The counters served as one series each.
+struct SimpleCounter {
+    Counter counter;
+    const char* name;
+    const char* help;
+};
+
+constexpr SimpleCounter simple_counters[] = {
+    {Counter::redis_commands, "idempotency_redis_commands_total", "Commands sent to Redis."},
+    {Counter::redis_errors, "idempotency_redis_errors_total", "Error replies from Redis."},
+    {Counter::redis_timeouts, "idempotency_redis_timeouts_total", "Claims and connections that timed out waiting for Redis."},
+    {Counter::redis_reconnects, "idempotency_redis_reconnects_total", "Connections to Redis made again after a failure."},
+    {Counter::stored_responses, "idempotency_stored_responses_total", "Records sent to Redis for storing (responses and markers)."},
+    {Counter::stored_bytes, "idempotency_stored_bytes_total", "Bytes of the records sent to Redis for storing."},
 };
 
 constexpr std::string_view zone_name = "idempotency_metrics";
@@ -130,23 +145,17 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
     put(t, "# HELP idempotency_requests_total Requests the module acted on, by outcome ($idempotency_status).\n"
            "# TYPE idempotency_requests_total counter\n");
     for (unsigned i = 1; i < outcome_count; i++) {
-        std::string_view name = status_name(static_cast<Status>(i));
-        ngx_str_t s{name.size(), bytes(name)};
+        const OutcomeInfo& outcome = outcome_info(static_cast<Outcome>(i));
+        if (outcome.counted_as != static_cast<Outcome>(i)) {
+            continue;  // added to the series it is counted as
+        }
+        ngx_str_t s{outcome.name.size(), bytes(outcome.name)};
         put(t, "idempotency_requests_total{outcome=\"%V\"} %uA\n", &s, shared->outcomes[i]);
     }
     const ngx_atomic_t* c = shared->counters;
-    put_counter(t, "idempotency_redis_commands_total", "Commands sent to Redis.",
-                c[static_cast<unsigned>(Counter::redis_commands)]);
-    put_counter(t, "idempotency_redis_errors_total", "Error replies from Redis.",
-                c[static_cast<unsigned>(Counter::redis_errors)]);
-    put_counter(t, "idempotency_redis_timeouts_total", "Claims and connections that timed out waiting for Redis.",
-                c[static_cast<unsigned>(Counter::redis_timeouts)]);
-    put_counter(t, "idempotency_redis_reconnects_total", "Connections to Redis made again after a failure.",
-                c[static_cast<unsigned>(Counter::redis_reconnects)]);
-    put_counter(t, "idempotency_stored_responses_total", "Records sent to Redis for storing (responses and markers).",
-                c[static_cast<unsigned>(Counter::stored_responses)]);
-    put_counter(t, "idempotency_stored_bytes_total", "Bytes of the records sent to Redis for storing.",
-                c[static_cast<unsigned>(Counter::stored_bytes)]);
+    for (const SimpleCounter& sc : simple_counters) {
+        put_counter(t, sc.name, sc.help, c[static_cast<unsigned>(sc.counter)]);
+    }
     put(t, "# HELP idempotency_redis_abandoned_total Responses not stored and keys not released on Redis: given up "
            "after retrying transient errors and lost connections, or left by an exiting worker.\n"
            "# TYPE idempotency_redis_abandoned_total counter\n"
@@ -178,10 +187,11 @@ void count(Counter c, std::uint64_t n) noexcept
     }
 }
 
-void count_outcome(unsigned status) noexcept
+void count_outcome(Outcome outcome) noexcept
 {
-    if (shared != nullptr && status > 0 && status < outcome_count) {
-        add(shared->outcomes[status], 1);
+    auto series = static_cast<unsigned>(outcome_info(outcome).counted_as);
+    if (shared != nullptr && series > 0) {
+        add(shared->outcomes[series], 1);
     }
 }
 

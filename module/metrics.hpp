@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "ngx.hpp"
+#include "outcome.hpp"
 
 namespace idem {
 
@@ -21,7 +22,7 @@ enum class Counter : unsigned {
 
 // Each is a no-op until the worker has attached to the zone.
 void count(Counter c, std::uint64_t n = 1) noexcept;
-void count_outcome(unsigned status) noexcept;         // a Status value
+void count_outcome(Outcome outcome) noexcept;
 void observe_redis_rtt(std::uint64_t microseconds) noexcept;
 void observe_wait(ngx_msec_t milliseconds) noexcept;
 

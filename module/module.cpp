@@ -20,72 +20,39 @@ char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
-constexpr ngx_uint_t any_level = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
+using Setter = char* (*)(ngx_conf_t*, ngx_command_t*, void*);
+
+// A directive of http, server and location blocks, kept in LocConf: at
+// `offset` by one of nginx's slot setters, or by a setter of the module's
+// own (which reads `offset` as it likes).
+ngx_command_t directive(ngx_str_t name, ngx_uint_t args, Setter set, ngx_uint_t offset = 0)
+{
+    return {name, NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | args, set, NGX_HTTP_LOC_CONF_OFFSET,
+            offset, nullptr};
+}
 
 ngx_command_t commands[] = {
-    {ngx_string("idempotency"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, enable), nullptr},
-
-    {ngx_string("idempotency_redis"), any_level | NGX_CONF_1MORE, redis::set_redis,
-     NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::single), nullptr},
-
-    {ngx_string("idempotency_redis_cluster"), any_level | NGX_CONF_1MORE, redis::set_redis,
-     NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::cluster), nullptr},
-
-    {ngx_string("idempotency_redis_sentinel"), any_level | NGX_CONF_2MORE, redis::set_redis,
-     NGX_HTTP_LOC_CONF_OFFSET, static_cast<ngx_uint_t>(RedisKind::sentinel), nullptr},
-
-    {ngx_string("idempotency_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, zone::set_zone,
-     NGX_HTTP_MAIN_CONF_OFFSET, 0, nullptr},
-
-    {ngx_string("idempotency_store"), any_level | NGX_CONF_TAKE1, zone::set_store,
-     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
-
-    {ngx_string("idempotency_redis_timeout"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_timeout), nullptr},
-
-    {ngx_string("idempotency_methods"), any_level | NGX_CONF_1MORE, set_methods,
-     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
-
-    {ngx_string("idempotency_header"), any_level | NGX_CONF_TAKE1, set_header,
-     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
-
-    {ngx_string("idempotency_key"), any_level | NGX_CONF_TAKE1, ngx_http_set_complex_value_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, key), nullptr},
-
-    {ngx_string("idempotency_required"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, required), nullptr},
-
-    {ngx_string("idempotency_ttl"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, ttl), nullptr},
-
-    {ngx_string("idempotency_lock_ttl"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, lock_ttl), nullptr},
-
-    {ngx_string("idempotency_wait"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, wait), nullptr},
-
-    {ngx_string("idempotency_scope"), any_level | NGX_CONF_TAKE1, ngx_http_set_complex_value_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, scope), nullptr},
-
-    {ngx_string("idempotency_key_prefix"), any_level | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, key_prefix), nullptr},
-
-    {ngx_string("idempotency_max_response_size"), any_level | NGX_CONF_TAKE1, ngx_conf_set_size_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, max_response_size), nullptr},
-
-    {ngx_string("idempotency_store_errors"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, store_errors), nullptr},
-
-    {ngx_string("idempotency_fail_open"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
-     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, fail_open), nullptr},
-
-    {ngx_string("idempotency_encrypt_key"), any_level | NGX_CONF_1MORE, set_encrypt_key,
-     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
-
-    {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler,
-     NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
-
+    directive(ngx_string("idempotency"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, enable)),
+    directive(ngx_string("idempotency_redis"), NGX_CONF_1MORE, redis::set_redis, static_cast<ngx_uint_t>(RedisKind::single)),
+    directive(ngx_string("idempotency_redis_cluster"), NGX_CONF_1MORE, redis::set_redis, static_cast<ngx_uint_t>(RedisKind::cluster)),
+    directive(ngx_string("idempotency_redis_sentinel"), NGX_CONF_2MORE, redis::set_redis, static_cast<ngx_uint_t>(RedisKind::sentinel)),
+    {ngx_string("idempotency_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, zone::set_zone, NGX_HTTP_MAIN_CONF_OFFSET, 0, nullptr},
+    directive(ngx_string("idempotency_store"), NGX_CONF_TAKE1, zone::set_store),
+    directive(ngx_string("idempotency_redis_timeout"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, redis_timeout)),
+    directive(ngx_string("idempotency_methods"), NGX_CONF_1MORE, set_methods),
+    directive(ngx_string("idempotency_header"), NGX_CONF_TAKE1, set_header),
+    directive(ngx_string("idempotency_key"), NGX_CONF_TAKE1, ngx_http_set_complex_value_slot, offsetof(LocConf, key)),
+    directive(ngx_string("idempotency_required"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, required)),
+    directive(ngx_string("idempotency_ttl"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, ttl)),
+    directive(ngx_string("idempotency_lock_ttl"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, lock_ttl)),
+    directive(ngx_string("idempotency_wait"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, wait)),
+    directive(ngx_string("idempotency_scope"), NGX_CONF_TAKE1, ngx_http_set_complex_value_slot, offsetof(LocConf, scope)),
+    directive(ngx_string("idempotency_key_prefix"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, key_prefix)),
+    directive(ngx_string("idempotency_max_response_size"), NGX_CONF_TAKE1, ngx_conf_set_size_slot, offsetof(LocConf, max_response_size)),
+    directive(ngx_string("idempotency_store_errors"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, store_errors)),
+    directive(ngx_string("idempotency_fail_open"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, fail_open)),
+    directive(ngx_string("idempotency_encrypt_key"), NGX_CONF_1MORE, set_encrypt_key),
+    {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
     ngx_null_command,
 };
 
@@ -289,7 +256,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
 ngx_int_t status_variable(ngx_http_request_t* r, ngx_http_variable_value_t* v, uintptr_t)
 {
     RequestCtx* ctx = find_ctx(r);
-    std::string_view name = ctx ? status_name(ctx->status) : std::string_view{};
+    std::string_view name = ctx ? outcome_info(ctx->outcome).name : std::string_view{};
     v->data = reinterpret_cast<u_char*>(const_cast<char*>(name.data()));
     v->len = name.size();
     v->valid = 1;
@@ -355,24 +322,6 @@ ngx_http_module_t module_ctx = {
 };
 
 }  // namespace
-
-std::string_view status_name(Status s) noexcept
-{
-    switch (s) {
-    case Status::none: return {};
-    case Status::fresh: return "new";
-    case Status::replayed: return "replayed";
-    case Status::waited: return "waited";
-    case Status::conflict: return "conflict";
-    case Status::mismatch: return "mismatch";
-    case Status::invalid: return "invalid";
-    case Status::missing: return "missing";
-    case Status::unavailable: return "unavailable";
-    case Status::released: return "released";
-    case Status::unreplayable: return "unreplayable";
-    }
-    return {};
-}
 
 }  // namespace idem
 

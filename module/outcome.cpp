@@ -1,86 +1,60 @@
-// outcome.cpp — maps the reply to the claiming SET onto what the request
-// gets (SPEC rules 4-7, 9, 10).
+// outcome.cpp — see outcome.hpp.
+
 #include "outcome.hpp"
 
-#include <hiredis/hiredis.h>
-
 namespace idem {
+namespace {
 
-Decision decide(const redisReply* reply, const Digest& fingerprint,
-                Record& record) noexcept
+constexpr OutcomeInfo outcomes[outcome_count] = {
+    {{}, Outcome::none, 0, 0, {}},
+    {"new", Outcome::fresh, 0, 0, {}},
+    {"replayed", Outcome::replayed, 0, 0, {}},
+    {"waited", Outcome::waited, 0, 0, {}},
+    {"conflict", Outcome::conflict, 409, 1,
+     {"request-in-progress", "Request in progress",
+      "A request with this idempotency key is still being processed. Retry later to get its response."}},
+    {"mismatch", Outcome::mismatch, 422, 0,
+     {"key-reused", "Idempotency key reused",
+      "This idempotency key was already used for a different request (method, URI or body)."}},
+    {"invalid", Outcome::invalid, 400, 0,
+     {"invalid-key", "Invalid idempotency key",
+      "The idempotency key must appear once and be 1 to 255 visible ASCII characters, bare or as a quoted string."}},
+    {"missing", Outcome::missing, 400, 0,
+     {"missing-key", "Idempotency key missing", "This request must carry an idempotency key header."}},
+    {"unavailable", Outcome::unavailable, 503, 1,
+     {"store-unavailable", "Idempotency store unavailable",
+      "The request was not forwarded because its idempotency key could not be checked. Retry later."}},
+    {"released", Outcome::released, 0, 0, {}},
+    {"unreplayable", Outcome::unreplayable, 410, 0,
+     {"response-not-replayable", "Response cannot be replayed",
+      "The request with this idempotency key was executed (or reached the upstream and may have been), but its "
+      "response could not be stored and cannot be replayed. It is not executed again."}},
+    {"unreplayable", Outcome::unreplayable, 410, 0,
+     {"response-unverifiable", "Stored response failed verification",
+      "The stored response for this idempotency key failed its integrity check and is not replayed. The request is "
+      "not executed again."}},
+};
+
+// Each row that is a series of its own sits at its outcome's index; a row
+// counted as another comes after it, under its name.
+constexpr bool rows_in_order() noexcept
 {
-    if (reply == nullptr) {
-        return Decision::unavailable;
-    }
-    switch (reply->type) {
-    case REDIS_REPLY_NIL:
-        return Decision::execute;
-    case REDIS_REPLY_STRING:
-        break;
-    default:
-        // Errors and any reply SET ... GET cannot give: never guess.
-        return Decision::unavailable;
-    }
-
-    return decide_stored(std::string_view(reply->str, reply->len), fingerprint, record);
-}
-
-Decision decide_stored(std::string_view value, const Digest& fingerprint, Record& record) noexcept
-{
-    const std::optional<Record> stored = decode_record(value);
-    if (!stored) {
-        return Decision::corrupt;
-    }
-    // The fingerprint check comes first for every kind: a key reused for a
-    // different request is a client error whatever state the key is in.
-    if (stored->fingerprint != fingerprint) {
-        return Decision::mismatch;
-    }
-    switch (stored->kind) {
-    case RecordKind::claim:
-        return Decision::in_flight;
-    case RecordKind::response:
-        record = *stored;
-        return Decision::replay;
-    case RecordKind::unreplayable:
-        return Decision::unreplayable;
-    }
-    return Decision::corrupt;  // unreachable: decode_record checked the kind
-}
-
-const char* at_rest_reason(AtRest why) noexcept
-{
-    switch (why) {
-    case AtRest::ok: return "it opens";
-    case AtRest::plain: return "it is not encrypted, as idempotency_encrypt_key requires";
-    case AtRest::no_keys: return "it is encrypted and no idempotency_encrypt_key is configured";
-    case AtRest::unknown_key: return "sealed with a key that is not configured";
-    case AtRest::altered: return "altered, or moved from another key";
-    }
-    return "";
-}
-
-Decision decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys,
-                        std::size_t key_count, const Digest& fingerprint, char* out, AtRest& why) noexcept
-{
-    Record record;
-    why = AtRest::ok;
-    if (!is_sealed(value)) {
-        std::optional<Record> plain = key_count > 0 ? decode_record(value) : std::nullopt;
-        if (plain && plain->kind != RecordKind::claim) {
-            why = AtRest::plain;
-            return Decision::unverifiable;
+    for (unsigned i = 0; i < outcome_count; i++) {
+        auto as = static_cast<unsigned>(outcomes[i].counted_as);
+        if (as > i || outcomes[as].counted_as != static_cast<Outcome>(as) || outcomes[as].name != outcomes[i].name) {
+            return false;
         }
-        return decide_stored(value, fingerprint, record);
     }
-    std::size_t length = 0;
-    OpenStatus st = open_sealed(keys, key_count, key, value, out, length);
-    if (st != OpenStatus::ok) {
-        why = key_count == 0 ? AtRest::no_keys : st == OpenStatus::unknown_key ? AtRest::unknown_key : AtRest::altered;
-        return Decision::unverifiable;
-    }
-    value = {out, length};
-    return decide_stored(value, fingerprint, record);
+    return true;
+}
+static_assert(rows_in_order());
+
+}  // namespace
+
+const OutcomeInfo& outcome_info(Outcome outcome) noexcept
+{
+    auto i = static_cast<unsigned>(outcome);
+    return outcomes[i < outcome_count ? i : 0];
 }
 
 }  // namespace idem

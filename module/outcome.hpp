@@ -1,46 +1,45 @@
-// outcome.hpp — what a request gets, decided from the reply to its claim
-// (SPEC rules 4-7, 9, 10). Pure: knows nothing of nginx; reads hiredis's
-// parsed reply structure only.
+// outcome.hpp — what a request gets from the module: one name for it
+// ($idempotency_status, the metrics' outcome label, the debug trace) and
+// one table from it to what is sent (the HTTP status, Retry-After and the
+// problem document of SPEC's error answers). Pure: knows nothing of nginx.
 #pragma once
 
-#include "record.hpp"
-#include "seal.hpp"
-
-struct redisReply;
+#include <cstdint>
+#include <string_view>
 
 namespace idem {
 
-enum class Decision {
-    execute,       // the claim is ours: forward upstream
-    replay,        // a stored response with our fingerprint: replay it
-    in_flight,     // another request with our fingerprint holds the claim
-    mismatch,      // the key was used with another fingerprint: 422
-    unreplayable,  // executed, response too large to keep: 410
-    unavailable,   // Redis answered an error (or nothing usable): 503
-    corrupt,       // the value under the key is not a record we can read
-    unverifiable,  // encryption at rest: the stored record does not open (tampered, moved, unknown key)
+enum class Outcome : std::uint8_t {
+    none,          // the module does not act on the request
+    fresh,         // the claim is ours: forwarded upstream ("new")
+    replayed,      // a stored response with our fingerprint, replayed
+    waited,        // replayed after waiting for the original (idempotency_wait)
+    conflict,      // 409: the original is still in flight
+    mismatch,      // 422: the key was used for another request
+    invalid,       // 400: the key is malformed
+    missing,       // 400: the location requires a key
+    unavailable,   // 503, or forwarded with idempotency_fail_open: the store cannot say
+    released,      // forwarded, and the key freed again (SPEC rule 10)
+    unreplayable,  // 410: executed, and its response cannot be replayed
+    unverifiable,  // 410: the stored record does not open (encryption at rest)
+};
+constexpr unsigned outcome_count = static_cast<unsigned>(Outcome::unverifiable) + 1;
+
+// An RFC 9457 problem document, type under urn:nginx-idempotency:problem:.
+struct Problem {
+    std::string_view type;
+    std::string_view title;
+    std::string_view detail;
 };
 
-// `reply` is the reply to `SET key claim NX PX ttl GET`: nil means the key
-// was free and is now ours; a string is the record already there. On
-// replay, `record` is filled with the decoded stored response.
-Decision decide(const redisReply* reply, const Digest& fingerprint,
-                Record& record) noexcept;
+struct OutcomeInfo {
+    std::string_view name;    // $idempotency_status and the metrics label
+    Outcome counted_as;       // the metrics series (and name) it shares
+    unsigned http_status;     // the module's own answer; 0: forwarded or replayed
+    unsigned retry_after;     // seconds; 0: no Retry-After
+    Problem problem;          // the body of that answer
+};
 
-// The same for a record value already read (and, with encryption at rest,
-// already opened): `record`'s views point into `value`.
-Decision decide_stored(std::string_view value, const Digest& fingerprint, Record& record) noexcept;
-
-// Why decide_at_rest found a record unverifiable.
-enum class AtRest { ok, plain, no_keys, unknown_key, altered };
-const char* at_rest_reason(AtRest why) noexcept;
-
-// The same for a record read from a store, with encryption at rest: with
-// `keys`, every record but a plain claim (an original in flight) must be
-// sealed and open with one of them, bound to `key`; what does not is
-// `unverifiable`, and `why` says which case it was. A sealed record is
-// opened into `out` (room for value.size()) and `value` then views it.
-Decision decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys,
-                        std::size_t key_count, const Digest& fingerprint, char* out, AtRest& why) noexcept;
+const OutcomeInfo& outcome_info(Outcome outcome) noexcept;
 
 }  // namespace idem

@@ -5,52 +5,10 @@
 // Retry-After and $idempotency_status stay available there.
 
 #include "problem.hpp"
-#include "request_ctx.hpp"
 #include "response.hpp"
 
 namespace idem {
 namespace {
-
-struct Problem {
-    ngx_uint_t status;
-    std::string_view type;
-    std::string_view title;
-    std::string_view detail;
-};
-
-constexpr Problem problems[] = {
-    {NGX_HTTP_BAD_REQUEST, "missing-key", "Idempotency key missing",
-     "This request must carry an idempotency key header."},
-    {NGX_HTTP_BAD_REQUEST, "invalid-key", "Invalid idempotency key",
-     "The idempotency key must appear once and be 1 to 255 visible ASCII characters, bare or as a quoted string."},
-    {NGX_HTTP_CONFLICT, "request-in-progress", "Request in progress",
-     "A request with this idempotency key is still being processed. Retry later to get its response."},
-    {410, "response-not-replayable", "Response cannot be replayed",
-     "The request with this idempotency key was executed (or reached the upstream and may have been), but its response could not be stored and cannot be replayed. It is not executed again."},
-    {410, "response-unverifiable", "Stored response failed verification",
-     "The stored response for this idempotency key failed its integrity check and is not replayed. The request is not executed again."},
-    {422, "key-reused", "Idempotency key reused",
-     "This idempotency key was already used for a different request (method, URI or body)."},
-    {NGX_HTTP_SERVICE_UNAVAILABLE, "store-unavailable", "Idempotency store unavailable",
-     "The request was not forwarded because its idempotency key could not be checked. Retry later."},
-};
-
-const Problem& problem_for(ngx_uint_t status, const RequestCtx* ctx)
-{
-    Status why = ctx ? ctx->status : Status::none;
-    if (status == NGX_HTTP_BAD_REQUEST) {
-        return why == Status::missing ? problems[0] : problems[1];
-    }
-    if (status == 410 && ctx && ctx->unverifiable) {
-        return problems[4];
-    }
-    for (const auto& p : problems) {
-        if (p.status == status) {
-            return p;
-        }
-    }
-    return problems[6];
-}
 
 bool has_error_page(ngx_http_request_t* r, ngx_uint_t status)
 {
@@ -67,8 +25,10 @@ bool has_error_page(ngx_http_request_t* r, ngx_uint_t status)
     return false;
 }
 
-ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, const Problem& p)
+ngx_int_t send_json(ngx_http_request_t* r, const OutcomeInfo& outcome)
 {
+    const Problem& p = outcome.problem;
+    ngx_uint_t status = outcome.http_status;
     static constexpr size_t overhead = sizeof(R"({"type":"urn:nginx-idempotency:problem:","title":"","status":000,"detail":""})");
     size_t size = overhead + p.type.size() + p.title.size() + p.detail.size();
     auto* body = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
@@ -95,9 +55,9 @@ ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, const Problem& p)
 
 }  // namespace
 
-ngx_int_t send_problem(ngx_http_request_t* r, ngx_uint_t status, ngx_uint_t retry_after)
+ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome)
 {
-    RequestCtx* ctx = find_ctx(r);
+    ngx_uint_t retry_after = outcome.retry_after;
     if (ngx_http_discard_request_body(r) != NGX_OK) {
         r->keepalive = 0;
     }
@@ -111,10 +71,10 @@ ngx_int_t send_problem(ngx_http_request_t* r, ngx_uint_t status, ngx_uint_t retr
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
     }
-    if (has_error_page(r, status)) {
-        return status;  // nginx's error_page answers
+    if (has_error_page(r, outcome.http_status)) {
+        return outcome.http_status;  // nginx's error_page answers
     }
-    ngx_http_finalize_request(r, send_json(r, status, problem_for(status, ctx)));
+    ngx_http_finalize_request(r, send_json(r, outcome));
     return NGX_DONE;
 }
 

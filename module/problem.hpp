@@ -3,9 +3,12 @@
 #pragma once
 
 #include "ngx.hpp"
+#include "outcome.hpp"
 
 namespace idem {
 
-ngx_int_t send_problem(ngx_http_request_t* r, ngx_uint_t status, ngx_uint_t retry_after);
+// The outcome's own answer (outcome.hpp's table): its status, Retry-After
+// and problem document, or nginx's error_page for that status.
+ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome);
 
 }  // namespace idem

@@ -306,4 +306,17 @@ HeaderLimit check_header_limits(const Header* headers, std::size_t count) noexce
     return bytes > max_record_header_bytes ? HeaderLimit::too_large : HeaderLimit::ok;
 }
 
+Record rebased(const Record& record, std::string_view from, const char* to) noexcept
+{
+    auto move = [&](std::string_view v) -> std::string_view {
+        return v.empty() ? std::string_view{} : std::string_view{to + (v.data() - from.data()), v.size()};
+    };
+    Record copy = record;
+    copy.token = move(record.token);
+    copy.headers = move(record.headers);
+    copy.body = move(record.body);
+    copy.trailers = move(record.trailers);
+    return copy;
+}
+
 }  // namespace idem

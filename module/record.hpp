@@ -77,6 +77,10 @@ struct Record {
 
 std::optional<Record> decode_record(std::string_view bytes) noexcept;
 
+// `record`, decoded from `from`, as it reads from a copy of those bytes at
+// `to`: every view moved along.
+Record rebased(const Record& record, std::string_view from, const char* to) noexcept;
+
 // Walks the headers (or trailers) of a decoded response record in stored
 // order.
 class HeaderReader {

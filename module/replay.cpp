@@ -3,7 +3,6 @@
 // `Idempotent-Replayed: true`. Date, Server and the hop-by-hop headers are
 // nginx's own, fresh. The upstream is not contacted.
 
-#include "problem.hpp"
 #include "replay.hpp"
 #include "response.hpp"
 
@@ -126,18 +125,11 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
 
 }  // namespace
 
-ngx_int_t replay(ngx_http_request_t* r, RequestCtx* ctx, std::string_view stored)
+ngx_int_t replay(ngx_http_request_t* r, RequestCtx* ctx)
 {
-    std::optional<Record> record = decode_record(stored);
-    if (!record || record->kind != RecordKind::response) {
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: the record under \"%V\" cannot be decoded",
-                      &ctx->redis_key);
-        ctx->status = Status::unavailable;
-        return send_problem(r, NGX_HTTP_SERVICE_UNAVAILABLE, 1);
-    }
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "idempotency: replaying the response stored under \"%V\"",
                   &ctx->redis_key);
-    ngx_http_finalize_request(r, send_record(r, *record));
+    ngx_http_finalize_request(r, send_record(r, ctx->stored));
     return NGX_DONE;
 }
 

@@ -1,29 +1,22 @@
 // request_ctx.hpp — what the module knows about one main request, from its
-// key to its settled claim, and what it gets ($idempotency_status). Lives in
+// key to its settled claim, and what it gets (outcome.hpp). Lives in
 // r->pool; its pool cleanup (access.cpp) stops what the claim still waits
 // for and settles a claim whose response never completed.
 #pragma once
 
 #include "conf.hpp"
+#include "outcome.hpp"
 
 namespace idem {
-
-// $idempotency_status values, in SPEC order.
-enum class Status {
-    none, fresh, replayed, waited, conflict, mismatch, invalid, missing,
-    unavailable, released, unreplayable,
-};
-
-std::string_view status_name(Status s) noexcept;
 
 // Everything the module knows about one main request.
 struct RequestCtx {
     ngx_http_request_t* request;
     LocConf* conf;
-    Status status;
+    Outcome outcome;
 
     // pre-content phase
-    bool decided;          // status holds the claim's answer
+    bool decided;          // outcome holds the claim's answer
     ngx_event_t timer;     // Redis timeout for the pending claim
     ngx_event_t wait_timer;  // idempotency_wait: next look at an in-flight original
     ngx_msec_t wait_deadline;
@@ -39,10 +32,9 @@ struct RequestCtx {
     bool owns_claim;       // we hold the claim and have not settled it
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
 
-    // replay: a copy of the stored record
-    ngx_str_t stored;
+    // replay: the stored response, decoded once; its views into a copy in r->pool
+    Record stored;
     bool responded;        // the module answered this request itself
-    bool unverifiable;     // the stored record did not open (encryption at rest)
 
     // capture (capture.cpp): the response record is built in place — its
     // head is written at the end, the body bytes go after it as they pass
@@ -63,9 +55,9 @@ struct RequestCtx {
 // module contexts; nullptr when the module does not act on it.
 RequestCtx* find_ctx(ngx_http_request_t* r) noexcept;
 
-inline void set_outcome(RequestCtx* ctx, Status status) noexcept
+inline void set_outcome(RequestCtx* ctx, Outcome outcome) noexcept
 {
-    ctx->status = status;
+    ctx->outcome = outcome;
     ctx->decided = true;
 }
 

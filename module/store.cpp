@@ -2,23 +2,74 @@
 
 #include "store.hpp"
 
+#include "conf.hpp"
+#include "decide.hpp"
+#include "redis/redis_store.hpp"
+#include "zone/zone_store.hpp"
+
 namespace idem {
 
-Decision ClaimWaiter::judge(std::string_view key, std::string_view& stored, char*& opened, ngx_log_t* log) const noexcept
+void ClaimWaiter::answer(Outcome outcome) const noexcept
 {
-    if (is_sealed(stored)) {  // only a sealed record needs room to open into
-        opened = static_cast<char*>(ngx_alloc(stored.size(), log));
+    callback(data, {outcome, nullptr, {}});
+}
+
+void ClaimWaiter::answer_found(std::string_view key, std::string_view found, ngx_log_t* log) const noexcept
+{
+    char* opened = nullptr;
+    if (is_sealed(found)) {  // only a sealed record needs room to open into
+        opened = static_cast<char*>(ngx_alloc(found.size(), log));
         if (opened == nullptr) {
-            return Decision::unavailable;
+            answer(Outcome::unavailable);
+            return;
         }
     }
-    AtRest why = AtRest::ok;
-    Decision decision = decide_at_rest(key, stored, keys, key_count, fingerprint, opened, why);
-    if (why != AtRest::ok) {
+    Record record;
+    Unusable why = Unusable::no;
+    Outcome outcome = decide_at_rest(key, found, keys, key_count, fingerprint, opened, record, why);
+    if (why == Unusable::not_a_record) {
+        ngx_log_error(NGX_LOG_ERR, log, 0, "idempotency: the value under \"%*s\" is not a record of this module",
+                      key.size(), key.data());
+    } else if (why != Unusable::no) {
         ngx_log_error(NGX_LOG_ERR, log, 0, "idempotency: the record under \"%*s\" does not open: %s", key.size(),
-                      key.data(), at_rest_reason(why));
+                      key.data(), unusable_reason(why));
     }
-    return decision;
+    callback(data, {outcome, outcome == Outcome::replayed ? &record : nullptr, found});
+    ngx_free(opened);
+}
+
+PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+                       const ClaimWaiter& waiter, ngx_log_t* log) noexcept
+{
+    const std::string_view args[] = {key, claim};
+    auto* op = new_with_args<PendingOp>(args, 2, log);
+    if (op != nullptr) {
+        op->store = store;
+        op->waiter = waiter;
+        op->lock_ttl_ms = lock_ttl_ms;
+    }
+    return op;
+}
+
+bool past_exit_deadline() noexcept
+{
+    static ngx_msec_t deadline = 0;
+    if (!ngx_exiting && !ngx_quit) {
+        return false;
+    }
+    auto* ccf = reinterpret_cast<ngx_core_conf_t*>(ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module));
+    if (ccf == nullptr || ccf->shutdown_timeout == 0 || ccf->shutdown_timeout == NGX_CONF_UNSET_MSEC) {
+        return false;
+    }
+    if (deadline == 0) {
+        deadline = ngx_current_msec + ccf->shutdown_timeout;
+    }
+    return ngx_current_msec >= deadline;
+}
+
+Store* store_for(const LocConf& conf) noexcept
+{
+    return conf.zone != nullptr ? zone::attached_store(conf.zone) : redis::worker_store(*conf.server, conf.redis_timeout);
 }
 
 }  // namespace idem

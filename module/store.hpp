@@ -1,6 +1,7 @@
-// store.hpp — where claims and responses live. The access and capture code
-// speak only to this interface; redis/redis_store.* implements it over
-// Redis. Every operation touches exactly one key and never blocks.
+// store.hpp — where claims and responses live. The claim (claim.cpp) speaks
+// only to this interface; redis/redis_store.* implements it over Redis,
+// zone/zone_store.* in nginx shared memory. Every operation touches exactly
+// one key and never blocks.
 #pragma once
 
 #include <cstdint>
@@ -8,16 +9,19 @@
 
 #include "ngx.hpp"
 #include "outcome.hpp"
+#include "owned_args.hpp"
+#include "record.hpp"
 #include "seal.hpp"
 
 namespace idem {
 
-// An operation in flight, owned by the store.
-struct PendingOp;
+class Store;
+struct LocConf;
 
 struct ClaimResult {
-    Decision decision;
-    std::string_view stored;  // the record found under the key; valid during the callback only
+    Outcome outcome;
+    const Record* record;     // replayed: the stored response, decoded from `stored`
+    std::string_view stored;  // the record found; both valid during the callback only
 };
 
 using ClaimCallback = void (*)(void* data, const ClaimResult& result);
@@ -31,12 +35,29 @@ struct ClaimWaiter {
     const SecretKey* keys;   // idempotency_encrypt_key, to open sealed records
     std::size_t key_count;
 
-    // What `stored`, the record found under `key`, means for the request
-    // (outcome.hpp's decide_at_rest; a refusal is logged). A sealed record
-    // is opened into `opened` (ngx_alloc'd, freed by the caller) and
-    // `stored` then points there.
-    Decision judge(std::string_view key, std::string_view& stored, char*& opened, ngx_log_t* log) const noexcept;
+    void answer(Outcome outcome) const noexcept;
+    // Answers with what `found`, the record read under `key`, means for the
+    // request (decide.hpp); one that cannot be used is logged.
+    void answer_found(std::string_view key, std::string_view found, ngx_log_t* log) const noexcept;
 };
+
+// A claim in flight, the same for every store: who waits for it, and
+// copies of the key and the claim record, so that a claim granted after
+// its request stopped waiting can still be released.
+struct PendingOp {
+    Store* store;
+    ClaimWaiter waiter;
+    std::uint64_t lock_ttl_ms;
+    ngx_event_t event;  // a store that answers on the next event-loop turn (the zone)
+    OwnedArgs<2> args;  // the key, the claim record
+
+    std::string_view key() const noexcept { return args[0]; }
+    std::string_view claim() const noexcept { return args[1]; }
+};
+
+// Freed with ngx_free; nullptr when out of memory.
+PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+                       const ClaimWaiter& waiter, ngx_log_t* log) noexcept;
 
 class Store {
 public:
@@ -45,13 +66,9 @@ public:
     // Claims `key` with the claim record `claim` for lock_ttl_ms, or reads
     // what is already there, in one round trip. Returns nullptr when the
     // store cannot be reached now (the caller answers at once); otherwise
-    // `callback` runs exactly once, unless the operation is abandoned.
-    // With `keys` (encryption at rest) a stored record must open with one of
-    // them, bound to `key`; what does not is `unverifiable`.
-    virtual PendingOp* claim(std::string_view key, std::string_view claim,
-                             const Digest& fingerprint, std::uint64_t lock_ttl_ms,
-                             const SecretKey* keys, std::size_t key_count,
-                             ClaimCallback callback, void* data) noexcept = 0;
+    // the waiter is answered exactly once, unless the operation is abandoned.
+    virtual PendingOp* claim(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+                             const ClaimWaiter& waiter) noexcept = 0;
 
     // The caller stops waiting (timeout, request gone): the callback is not
     // run, and a claim that turns out to have been granted is released.
@@ -71,5 +88,15 @@ public:
     // Extends a claim still held by `claim` to lock_ttl_ms from now.
     virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept = 0;
 };
+
+// An exiting worker tries what it owes its store until
+// worker_shutdown_timeout (counted from when it is first seen exiting), when
+// that is set; past it, true.
+bool past_exit_deadline() noexcept;
+
+// Where a location's claims go: its zone, or this worker's store for its
+// Redis deployment (its reply timeout set); nullptr when none can take
+// claims now. Chosen once per request.
+Store* store_for(const LocConf& conf) noexcept;
 
 }  // namespace idem

@@ -145,3 +145,49 @@ Idempotency-Key: evict-7
 --- error_code: 201
 --- no_error_log
 maxmemory-policy
+
+
+=== TEST 8: error_log at debug level tells one key's story: claimed, forwarded, captured, stored
+--- log_level: debug
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- request
+POST /log/8
+trace-8
+--- more_headers
+Idempotency-Key: log-8
+--- error_code: 201
+--- grep_error_log eval
+qr/idempotency: (?:claiming "idem:[0-9a-f]{64}"|claim of "idem:[0-9a-f]{64}" answered: \w+|forwarding the request|captured the response to "idem:[0-9a-f]{64}": status \d+|storing \d+ bytes)/
+--- grep_error_log_out eval
+qr/\Aidempotency: claiming "idem:[0-9a-f]{64}"\nidempotency: claim of "idem:[0-9a-f]{64}" answered: new\nidempotency: forwarding the request\nidempotency: captured the response to "idem:[0-9a-f]{64}": status 201\nidempotency: storing \d+ bytes\n\z/
+
+
+=== TEST 9: ... and a retry's (after the first request's, made in --- init): claimed, answered with the stored response, replayed
+--- log_level: debug
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- init
+IdempotencyTest::nginx_post('/log/9', 'log-9') == 201 or die "the first POST failed\n";
+IdempotencyTest::wait_until(sub { (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('log-9')) // '') eq 'response' })
+    or die "the first response was not stored\n";
+--- request
+POST /log/9
+x
+--- more_headers
+Idempotency-Key: log-9
+--- error_code: 201
+--- grep_error_log eval
+qr/idempotency: (?:claiming "idem:[0-9a-f]{64}"|claim of "idem:[0-9a-f]{64}" answered: \w+|replaying the response)/
+--- grep_error_log_out eval
+qr/\A(?:idempotency: claiming "idem:[0-9a-f]{64}"\nidempotency: claim of "idem:[0-9a-f]{64}" answered: new\n)idempotency: claiming "idem:[0-9a-f]{64}"\nidempotency: claim of "idem:[0-9a-f]{64}" answered: replayed\nidempotency: replaying the response\n\z/

@@ -23,27 +23,21 @@ constexpr ngx_msec_t failover_poll = 500;     // while a master in the map is un
 
 class ClusterRouter final : public Router {
 public:
-    ClusterRouter(const RedisServer& server, ngx_log_t* log) noexcept : server_(server), log_(log)
+    ClusterRouter(const RedisServer& server, ngx_log_t* log) noexcept
+        : server_(server), log_(log), refresh_timer_(on_refresh_event, this, log)
     {
-        refresh_event_.handler = on_refresh_event;
-        refresh_event_.data = this;
-        refresh_event_.log = log;
-        refresh_event_.cancelable = 1;
     }
 
     ~ClusterRouter() override
     {
         closing_ = true;
-        if (refresh_event_.timer_set) {
-            ngx_del_timer(&refresh_event_);
-        }
         for (unsigned i = 0; i < node_count_; i++) {
             delete nodes_[i].conn;
             free_endpoint(nodes_[i].endpoint);
         }
     }
 
-    bool add_seeds() noexcept
+    bool start() noexcept
     {
         for (ngx_uint_t i = 0; i < server_.nurls; i++) {
             const ngx_url_t& url = server_.urls[i];
@@ -234,14 +228,14 @@ private:
 
     void request_refresh(ngx_msec_t delay = 1) noexcept
     {
-        if (refreshing_ || refresh_event_.timer_set || closing_) {
+        if (refreshing_ || refresh_timer_.event.timer_set || closing_) {
             return;
         }
         ngx_msec_t since = ngx_current_msec - last_refresh_;
         if (last_refresh_ != 0 && since < refresh_interval) {
             delay = ngx_max(delay, refresh_interval - since);
         }
-        ngx_add_timer(&refresh_event_, delay);
+        ngx_add_timer(&refresh_timer_.event, delay);
     }
 
     static void on_refresh_event(ngx_event_t* ev) { static_cast<ClusterRouter*>(ev->data)->refresh(); }
@@ -336,7 +330,6 @@ private:
     const RedisServer& server_;
     ngx_log_t* log_;
     ngx_msec_t timeout_ = 0;
-    Node nodes_[max_nodes]{};
     unsigned node_count_ = 0;
     unsigned next_any_ = 0;
     std::uint8_t slots_[cluster_slot_count]{};  // 1-based node index, 0: not known
@@ -348,19 +341,15 @@ private:
     unsigned refresh_node_ = 0;
     unsigned refresh_from_ = 0;
     ngx_msec_t last_refresh_ = 0;
-    ngx_event_t refresh_event_{};
+    OwnedTimer refresh_timer_;
+    Node nodes_[max_nodes]{};  // the first node_count_ in use
 };
 
 }  // namespace
 
 Router* make_cluster_router(const RedisServer& server, ngx_log_t* log) noexcept
 {
-    auto* router = new (std::nothrow) ClusterRouter(server, log);
-    if (router != nullptr && !router->add_seeds()) {
-        delete router;
-        return nullptr;
-    }
-    return router;
+    return start_router<ClusterRouter>(server, log);
 }
 
 }  // namespace idem::redis

@@ -25,16 +25,9 @@ Connection::Connection(const ngx_str_t& name, const ngx_addr_t& addr, const Redi
     : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node),
       pipeline_(log)
 {
-    retry_event_.handler = on_retry;
-    retry_event_.data = this;
-    retry_event_.log = log;
-    retry_event_.cancelable = 1;
-    failure_event_.handler = on_deferred_failure;
-    failure_event_.data = this;
-    failure_event_.log = log;
-    flush_event_.handler = on_flush;
-    flush_event_.data = this;
-    flush_event_.log = log;
+    set_event(retry_event_, on_retry, this, log, true);
+    set_event(failure_event_, on_deferred_failure, this, log);
+    set_event(flush_event_, on_flush, this, log);
 }
 
 Connection::~Connection()

@@ -54,13 +54,11 @@ private:
     bool reserve(size_t size) noexcept;
 
     ngx_log_t* log_;
-    char* out_ = nullptr;
-    size_t out_pos_ = 0;
-    size_t out_len_ = 0;
-    size_t out_cap_ = 0;
-    Pending* head_ = nullptr;
+    char* out_ = nullptr;  // RESP bytes: [out_pos_, out_len_) not sent yet, room for out_cap_
+    size_t out_pos_ = 0, out_len_ = 0, out_cap_ = 0;
+    Pending* head_ = nullptr;  // awaiting replies, oldest first
     Pending* tail_ = nullptr;
-    Pending* free_ = nullptr;
+    Pending* free_ = nullptr;  // recycled slots
 };
 
 }  // namespace idem::redis

@@ -3,69 +3,20 @@
 #include "redis_store.hpp"
 
 #include <hiredis/hiredis.h>
-#include <openssl/evp.h>
 
 #include <cstring>
 #include <new>
 
 #include "../metrics.hpp"
+#include "claim_reply.hpp"
 #include "retry.hpp"
+#include "scripts.hpp"
 #include "router.hpp"
 
 namespace idem {
 
-// A claim in flight. Keeps copies of the key and claim record so that a
-// claim granted after its request stopped waiting can still be released.
-struct PendingOp {
-    Store* store;
-    ClaimWaiter waiter;
-    std::uint64_t lock_ttl_ms;
-    size_t key_len;
-    size_t claim_len;
-    char bytes[1];  // key, then claim
-};
-
 namespace redis {
 namespace {
-
-struct Script {
-    std::string_view body;
-    const char* purpose;
-    char sha1[41];
-};
-
-// ARGV[1] is the claim record: only its holder may store or release. Each
-// script also answers 1 when its work is already done, so that sending it
-// again after a lost reply (its first run may have happened) is not
-// mistaken for a lost claim.
-Script complete_script{
-    "local v = redis.call('GET', KEYS[1]) "
-    "if v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end "
-    "if v == ARGV[2] then return 1 end return 0",
-    "store the response", {}};
-
-Script release_script{
-    "local v = redis.call('GET', KEYS[1]) "
-    "if v == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end "
-    "if v == false then return 1 end return 0",
-    "release the key", {}};
-
-Script renew_script{
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
-    "renew the claim", {}};
-
-bool compute_sha1(Script& script) noexcept
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int md_len = 0;
-    if (EVP_Digest(script.body.data(), script.body.size(), md, &md_len, EVP_sha1(), nullptr) != 1 || md_len != 20) {
-        return false;
-    }
-    to_hex(md, 20, script.sha1);
-    script.sha1[40] = '\0';
-    return true;
-}
 
 constexpr int max_script_args = 6;
 constexpr std::uint64_t default_lock_ttl_ms = 30000;  // idempotency_lock_ttl's default
@@ -94,10 +45,7 @@ struct ScriptCall {
     size_t error_len;
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
-    int argc;        // script arguments: KEYS[1], then ARGV
-    size_t len[max_script_args];
-    char* arg[max_script_args];
-    char bytes[1];
+    OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV
 };
 
 class RedisStore final : public Store {
@@ -126,26 +74,17 @@ public:
 
     Router& router() noexcept { return *router_; }
 
-    PendingOp* claim(std::string_view key, std::string_view claim, const Digest& fingerprint,
-                     std::uint64_t lock_ttl_ms, const SecretKey* keys, std::size_t key_count,
-                     ClaimCallback callback, void* data) noexcept override
+    PendingOp* claim(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+                     const ClaimWaiter& waiter) noexcept override
     {
-        auto* op = static_cast<PendingOp*>(ngx_alloc(sizeof(PendingOp) + key.size() + claim.size(), log_));
+        PendingOp* op = new_pending(this, key, claim, lock_ttl_ms, waiter, log_);
         if (op == nullptr) {
             return nullptr;
         }
         note_lock_ttl(lock_ttl_ms);
-        op->store = this;
-        op->waiter = {callback, data, fingerprint, keys, key_count};
-        op->lock_ttl_ms = lock_ttl_ms;
-        op->key_len = key.size();
-        op->claim_len = claim.size();
-        std::memcpy(op->bytes, key.data(), key.size());
-        std::memcpy(op->bytes + key.size(), claim.data(), claim.size());
-
         char ttl[NGX_INT64_LEN];
         size_t ttl_len = decimal(lock_ttl_ms, ttl);
-        const char* argv[] = {"SET", op->bytes, op->bytes + key.size(), "NX", "PX", ttl, "GET"};
+        const char* argv[] = {"SET", op->args.arg[0], op->args.arg[1], "NX", "PX", ttl, "GET"};
         const size_t lens[] = {3, key.size(), claim.size(), 2, 2, ttl_len, 3};
         if (!router_->command(key, 7, argv, lens, on_claim_reply, op)) {
             ngx_free(op);
@@ -206,18 +145,14 @@ private:
         call(renew_script, role, args, 3, lock_ttl_ms);
     }
 
-    static std::string_view key_of(const ScriptCall* call) noexcept { return {call->arg[0], call->len[0]}; }
+    static std::string_view key_of(const ScriptCall* call) noexcept { return call->args[0]; }
 
     void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms) noexcept
     {
         if (closing_) {
             return;  // worker exit: nothing new is sent
         }
-        size_t total = 0;
-        for (int i = 0; i < argc; i++) {
-            total += args[i].size();
-        }
-        auto* call = static_cast<ScriptCall*>(ngx_alloc(sizeof(ScriptCall) + total, log_));
+        auto* call = new_with_args<ScriptCall>(args, argc, log_);
         if (call == nullptr) {
             ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: out of memory, cannot %s", script.purpose);
             if (role == Role::store || role == Role::release) {
@@ -225,26 +160,14 @@ private:
             }
             return;
         }
-        new (call) ScriptCall{};
         call->store = this;
         call->script = &script;
         call->role = role;
         call->lock_ttl_ms = lock_ttl_ms;
-        call->retry_timer.handler = on_retry_timer;
-        call->retry_timer.data = call;
-        call->retry_timer.log = log_;
         // What is owed Redis keeps an exiting worker (reload, graceful
         // shutdown) alive until it lands or its window ends, no longer than
         // worker_shutdown_timeout when that is set (see failed()).
-        call->retry_timer.cancelable = role != Role::store && role != Role::release;
-        call->argc = argc;
-        char* p = call->bytes;
-        for (int i = 0; i < argc; i++) {
-            call->arg[i] = p;
-            call->len[i] = args[i].size();
-            std::memcpy(p, args[i].data(), args[i].size());
-            p += args[i].size();
-        }
+        set_event(call->retry_timer, on_retry_timer, call, log_, role != Role::store && role != Role::release);
         call->next = calls_;
         if (calls_ != nullptr) {
             calls_->prev = call;
@@ -265,11 +188,11 @@ private:
         lens[1] = with_body ? call->script->body.size() : 40;
         argv[2] = "1";
         lens[2] = 1;
-        for (int i = 0; i < call->argc; i++) {
-            argv[3 + i] = call->arg[i];
-            lens[3 + i] = call->len[i];
+        for (int i = 0; i < call->args.count; i++) {
+            argv[3 + i] = call->args.arg[i];
+            lens[3 + i] = call->args.len[i];
         }
-        if (!router_->command(key_of(call), 3 + call->argc, argv, lens, on_script_reply, call, true)) {
+        if (!router_->command(key_of(call), 3 + call->args.count, argv, lens, on_script_reply, call, true)) {
             failed(call, "Redis cannot be reached");
         }
     }
@@ -312,24 +235,6 @@ private:
         ngx_add_timer(&call->retry_timer, static_cast<ngx_msec_t>(wait));
     }
 
-    // An exiting worker tries what it owes Redis until worker_shutdown_timeout
-    // (counted from when it is first seen exiting), when that is set.
-    static bool past_exit_deadline() noexcept
-    {
-        static ngx_msec_t deadline = 0;
-        if (!ngx_exiting && !ngx_quit) {
-            return false;
-        }
-        auto* ccf = reinterpret_cast<ngx_core_conf_t*>(ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module));
-        if (ccf == nullptr || ccf->shutdown_timeout == 0 || ccf->shutdown_timeout == NGX_CONF_UNSET_MSEC) {
-            return false;
-        }
-        if (deadline == 0) {
-            deadline = ngx_current_msec + ccf->shutdown_timeout;
-        }
-        return ngx_current_msec >= deadline;
-    }
-
     static void on_retry_timer(ngx_event_t* ev)
     {
         auto* call = static_cast<ScriptCall*>(ev->data);
@@ -337,7 +242,7 @@ private:
         if (call->role == Role::store) {
             // Ahead of the store on the same connection: the claim lives
             // another lock_ttl, whatever this attempt meets.
-            self->renew(key_of(call), {call->arg[1], call->len[1]}, call->lock_ttl_ms, Role::keepalive);
+            self->renew(key_of(call), call->args[1], call->lock_ttl_ms, Role::keepalive);
         }
         self->send(call);
     }
@@ -391,10 +296,9 @@ private:
     {
         auto* op = static_cast<PendingOp*>(data);
         auto* self = static_cast<RedisStore*>(op->store);
-        std::string_view key{op->bytes, op->key_len};
-        std::string_view claim{op->bytes + op->key_len, op->claim_len};
+        std::string_view found;
+        ClaimReply kind = read_claim_reply(reply, found);
         bool lost = reply == nullptr;
-        bool granted = reply != nullptr && reply->type == REDIS_REPLY_NIL;
 
         if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
             ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the claim: %s",
@@ -407,24 +311,18 @@ private:
         } else if (waiter.callback != nullptr) {
             // Also while the worker exits gracefully: the request is still
             // there and holds the operation until it is answered.
-            ClaimResult result{Decision::unavailable, {}};
-            char* opened = nullptr;
-            if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
-                result.stored = {reply->str, reply->len};
-                result.decision = waiter.judge(key, result.stored, opened, self->log_);
+            if (kind == ClaimReply::found) {
+                waiter.answer_found(op->key(), found, self->log_);
             } else {
-                Record record;
-                result.decision = decide(reply, waiter.fingerprint, record);
+                waiter.answer(kind == ClaimReply::granted ? Outcome::fresh : Outcome::unavailable);
             }
-            waiter.callback(waiter.data, result);
-            ngx_free(opened);
             if (lost) {
-                self->release(key, claim, op->lock_ttl_ms);  // it may have been granted: free it once Redis answers
+                self->release(op->key(), op->claim(), op->lock_ttl_ms);  // it may have been granted: free it once Redis answers
             }
-        } else if (lost || granted) {
+        } else if (lost || kind == ClaimReply::granted) {
             // Nobody waits for this claim any more, and it may be ours.
             ngx_log_error(NGX_LOG_INFO, self->log_, 0, "idempotency: releasing a claim whose requester stopped waiting");
-            self->release(key, claim, op->lock_ttl_ms);
+            self->release(op->key(), op->claim(), op->lock_ttl_ms);
         }
         ngx_free(op);
     }
@@ -493,7 +391,7 @@ ngx_int_t start_worker_stores(ngx_cycle_t* cycle, const MainConf& conf) noexcept
     if (conf.servers.nelts == 0) {
         return NGX_OK;
     }
-    if (!compute_sha1(complete_script) || !compute_sha1(release_script) || !compute_sha1(renew_script)) {
+    if (!digest_scripts()) {
         ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "idempotency: SHA-1 of the Redis scripts failed");
         return NGX_ERROR;
     }
@@ -516,7 +414,7 @@ void stop_worker_stores(ngx_cycle_t*) noexcept
     worker_store_count = 0;
 }
 
-Store* store_for(const RedisServer& server, ngx_msec_t timeout) noexcept
+Store* worker_store(const RedisServer& server, ngx_msec_t timeout) noexcept
 {
     if (server.index >= worker_store_count) {
         return nullptr;

@@ -15,6 +15,6 @@ ngx_int_t start_worker_stores(ngx_cycle_t* cycle, const MainConf& conf) noexcept
 void stop_worker_stores(ngx_cycle_t* cycle) noexcept;
 
 // The store of this worker for `server`; nullptr outside a worker.
-Store* store_for(const RedisServer& server, ngx_msec_t timeout) noexcept;
+Store* worker_store(const RedisServer& server, ngx_msec_t timeout) noexcept;
 
 }  // namespace idem::redis

@@ -3,7 +3,6 @@
 
 #include "router.hpp"
 
-#include <cstring>
 #include <new>
 
 #include "../conf.hpp"
@@ -49,31 +48,15 @@ OwnedCommand* own_command(std::string_view key, int argc, const char** argv, con
     if (argc > max_command_args) {
         return nullptr;
     }
-    size_t total = key.size();
+    std::string_view args[1 + max_command_args] = {key};
     for (int i = 0; i < argc; i++) {
-        total += argv_len[i];
+        args[1 + i] = {argv[i], argv_len[i]};
     }
-    auto* c = static_cast<OwnedCommand*>(ngx_alloc(sizeof(OwnedCommand) + total, log));
-    if (c == nullptr) {
-        return nullptr;
-    }
-    c->next = nullptr;
-    c->handler = handler;
-    c->data = data;
-    c->router = nullptr;
-    c->target = 0;
-    c->redirects = 0;
-    c->queue_while_down = queue_while_down;
-    c->argc = argc;
-    c->key_len = key.size();
-    char* p = c->bytes;
-    std::memcpy(p, key.data(), key.size());
-    p += key.size();
-    for (int i = 0; i < argc; i++) {
-        c->arg[i] = p;
-        c->len[i] = argv_len[i];
-        std::memcpy(p, argv[i], argv_len[i]);
-        p += argv_len[i];
+    OwnedCommand* c = new_with_args<OwnedCommand>(args, 1 + argc, log);
+    if (c != nullptr) {
+        c->handler = handler;
+        c->data = data;
+        c->queue_while_down = queue_while_down;
     }
     return c;
 }

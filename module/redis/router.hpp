@@ -5,8 +5,10 @@
 // their connections; none of them blocks.
 #pragma once
 
+#include <new>
 #include <string_view>
 
+#include "../owned_args.hpp"
 #include "connection.hpp"
 
 namespace idem {
@@ -35,6 +37,19 @@ Router* make_router(const RedisServer& server, ngx_log_t* log) noexcept;
 Router* make_cluster_router(const RedisServer& server, ngx_log_t* log) noexcept;   // cluster_router.cpp
 Router* make_sentinel_router(const RedisServer& server, ngx_log_t* log) noexcept;  // sentinel_router.cpp
 
+// A new router of type R, started (R::start: its seed nodes, its
+// sentinels); nullptr when either fails.
+template <typename R>
+Router* start_router(const RedisServer& server, ngx_log_t* log) noexcept
+{
+    auto* router = new (std::nothrow) R(server, log);
+    if (router != nullptr && !router->start()) {
+        delete router;
+        return nullptr;
+    }
+    return router;
+}
+
 // ----------------------------------------------------------------------------
 // Shared by the cluster and Sentinel routers: a command with its own copy
 // of its arguments, so that it can be sent again elsewhere (after MOVED,
@@ -50,21 +65,17 @@ struct OwnedCommand {
     unsigned target;  // the router's index of where it was sent
     int redirects;
     bool queue_while_down;
-    int argc;
-    size_t len[max_command_args];
-    const char* arg[max_command_args];
-    size_t key_len;
-    char bytes[1];  // the key, then the arguments
+    OwnedArgs<1 + max_command_args> args;  // the key, then the command's arguments
 };
 
 OwnedCommand* own_command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
                           ReplyHandler handler, void* data, bool queue_while_down, ngx_log_t* log) noexcept;
-inline std::string_view key_of(const OwnedCommand& c) noexcept { return {c.bytes, c.key_len}; }
+inline std::string_view key_of(const OwnedCommand& c) noexcept { return c.args[0]; }
 
 // Sends `c` on `conn` with `on_reply` as its handler (c is its data).
 inline bool send_owned(Connection& conn, OwnedCommand* c, ReplyHandler on_reply) noexcept
 {
-    return conn.command(c->argc, c->arg, c->len, on_reply, c, c->queue_while_down);
+    return conn.command(c->args.count - 1, c->args.arg + 1, c->args.len + 1, on_reply, c, c->queue_while_down);
 }
 
 // Gives `c` its answer and frees it.

@@ -26,29 +26,12 @@ constexpr unsigned max_stale_lookups = 50;  // about 5 s of a master answering R
 
 class SentinelRouter final : public Router {
 public:
-    SentinelRouter(const RedisServer& server, ngx_log_t* log) noexcept : server_(server), log_(log)
+    SentinelRouter(const RedisServer& server, ngx_log_t* log) noexcept
+        : server_(server), log_(log), lookup_timer_(on_lookup_event, this, log)
     {
-        lookup_event_.handler = on_lookup_event;
-        lookup_event_.data = this;
-        lookup_event_.log = log;
-        lookup_event_.cancelable = 1;
     }
 
-    ~SentinelRouter() override
-    {
-        closing_ = true;
-        if (lookup_event_.timer_set) {
-            ngx_del_timer(&lookup_event_);
-        }
-        settle_waiting(nullptr);
-        delete master_;
-        free_endpoint(master_at_);
-        for (unsigned i = 0; i < sentinel_count_; i++) {
-            delete sentinels_[i];
-        }
-    }
-
-    bool add_sentinels() noexcept
+    bool start() noexcept
     {
         for (ngx_uint_t i = 0; i < server_.nurls && i < max_sentinels; i++) {
             const ngx_addr_t& addr = server_.urls[i].addrs[0];
@@ -59,6 +42,17 @@ public:
             sentinel_count_++;
         }
         return true;
+    }
+
+    ~SentinelRouter() override
+    {
+        closing_ = true;
+        settle_waiting(nullptr);
+        delete master_;
+        free_endpoint(master_at_);
+        for (unsigned i = 0; i < sentinel_count_; i++) {
+            delete sentinels_[i];
+        }
     }
 
     bool command(std::string_view key, int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
@@ -159,10 +153,10 @@ private:
 
     void request_lookup() noexcept
     {
-        if (looking_ || lookup_event_.timer_set || closing_) {
+        if (looking_ || lookup_timer_.event.timer_set || closing_) {
             return;
         }
-        ngx_add_timer(&lookup_event_, retry_at_ > ngx_current_msec ? retry_at_ - ngx_current_msec : 1);
+        ngx_add_timer(&lookup_timer_.event, retry_at_ > ngx_current_msec ? retry_at_ - ngx_current_msec : 1);
     }
 
     static void on_lookup_event(ngx_event_t* ev) { static_cast<SentinelRouter*>(ev->data)->lookup(); }
@@ -303,19 +297,14 @@ private:
     bool closing_ = false;
     ngx_msec_t backoff_ = 0;
     ngx_msec_t retry_at_ = 0;
-    ngx_event_t lookup_event_{};
+    OwnedTimer lookup_timer_;
 };
 
 }  // namespace
 
 Router* make_sentinel_router(const RedisServer& server, ngx_log_t* log) noexcept
 {
-    auto* router = new (std::nothrow) SentinelRouter(server, log);
-    if (router != nullptr && !router->add_sentinels()) {
-        delete router;
-        return nullptr;
-    }
-    return router;
+    return start_router<SentinelRouter>(server, log);
 }
 
 }  // namespace idem::redis

@@ -12,6 +12,7 @@
 #include "../log_limit.hpp"
 #include "../metrics.hpp"
 #include "zone_rules.hpp"
+#include "zone_tree.hpp"
 
 namespace idem::zone {
 namespace {
@@ -20,77 +21,7 @@ constexpr size_t expire_per_claim = 2;     // expired records freed on every cla
 constexpr size_t reclaim_batch = 64;       // ... and per round when memory runs out
 constexpr size_t max_reclaim_rounds = 16;  // a bound on the work done under the mutex
 
-// One record: its store key and value, in one slab allocation.
-struct Node {
-    ngx_rbtree_node_t by_key;     // key: CRC32 of the store key, ties broken by the key
-    ngx_rbtree_node_t by_expiry;  // key: expiry, ngx_current_msec (one monotonic clock for all workers)
-    std::uint32_t key_len;
-    std::uint32_t value_len;
-    std::uint32_t capacity;       // room for the value
-    char data[1];                 // key, then value
-};
-
-struct Shared {
-    ngx_rbtree_t by_key;
-    ngx_rbtree_node_t key_sentinel;
-    ngx_rbtree_t by_expiry;
-    ngx_rbtree_node_t expiry_sentinel;
-};
-
-Node* node_by_key(ngx_rbtree_node_t* n)
-{
-    return reinterpret_cast<Node*>(n);
-}
-
-Node* node_by_expiry(ngx_rbtree_node_t* n)
-{
-    return reinterpret_cast<Node*>(reinterpret_cast<char*>(n) - offsetof(Node, by_expiry));
-}
-
-std::string_view key_of(const Node* n)
-{
-    return {n->data, n->key_len};
-}
-
-std::string_view value_of(const Node* n)
-{
-    return {n->data + n->key_len, n->value_len};
-}
-
-void insert_by_key(ngx_rbtree_node_t* temp, ngx_rbtree_node_t* node, ngx_rbtree_node_t* sentinel)
-{
-    ngx_rbtree_node_t** p;
-    for (;;) {
-        if (node->key != temp->key) {
-            p = node->key < temp->key ? &temp->left : &temp->right;
-        } else {
-            p = key_of(node_by_key(node)) < key_of(node_by_key(temp)) ? &temp->left : &temp->right;
-        }
-        if (*p == sentinel) {
-            break;
-        }
-        temp = *p;
-    }
-    *p = node;
-    node->parent = temp;
-    node->left = sentinel;
-    node->right = sentinel;
-    ngx_rbt_red(node);
-}
-
 LogLimiter full_claim_log, full_store_log;
-
-// A claim in flight: the zone answers at once, but the caller is told on the
-// next turn of the event loop, as the Store contract promises.
-struct ClaimOp {
-    ngx_event_t event;
-    class ZoneStore* store;
-    ClaimWaiter waiter;
-    std::uint64_t lock_ttl_ms;
-    size_t key_len;
-    size_t claim_len;
-    char bytes[1];  // key, then claim
-};
 
 enum class Claimed { granted, found, full, no_memory };
 enum class Stored { stored, done, refused, marker, kept };
@@ -108,34 +39,23 @@ public:
     Shared* shared() const noexcept { return sh_; }
     ngx_slab_pool_t* pool() const noexcept { return pool_; }
 
-    PendingOp* claim(std::string_view key, std::string_view claim, const Digest& fingerprint,
-                     std::uint64_t lock_ttl_ms, const SecretKey* keys, std::size_t key_count,
-                     ClaimCallback callback, void* data) noexcept override
+    // The zone answers at once, but the caller is told on the next turn of
+    // the event loop, as the Store contract promises.
+    PendingOp* claim(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+                     const ClaimWaiter& waiter) noexcept override
     {
-        auto* op = static_cast<ClaimOp*>(ngx_alloc(sizeof(ClaimOp) + key.size() + claim.size(), ngx_cycle->log));
+        PendingOp* op = new_pending(this, key, claim, lock_ttl_ms, waiter, ngx_cycle->log);
         if (op == nullptr) {
             return nullptr;
         }
-        ngx_memzero(&op->event, sizeof(ngx_event_t));
-        op->event.handler = on_claim_event;
-        op->event.data = op;
-        op->event.log = ngx_cycle->log;
-        op->store = this;
-        op->waiter = {callback, data, fingerprint, keys, key_count};
-        op->lock_ttl_ms = lock_ttl_ms;
-        op->key_len = key.size();
-        op->claim_len = claim.size();
-        std::memcpy(op->bytes, key.data(), key.size());
-        std::memcpy(op->bytes + key.size(), claim.data(), claim.size());
+        set_event(op->event, on_claim_event, op, ngx_cycle->log);
         ngx_post_event(&op->event, &ngx_posted_events);
-        // The caller only hands the pointer back to abandon(): an opaque handle.
-        return reinterpret_cast<PendingOp*>(op);
+        return op;
     }
 
-    void abandon(PendingOp* pending) noexcept override
+    void abandon(PendingOp* op) noexcept override
     {
         // Not run yet, so nothing was claimed.
-        auto* op = reinterpret_cast<ClaimOp*>(pending);
         if (op->event.posted) {
             ngx_delete_posted_event(&op->event);
         }
@@ -367,17 +287,13 @@ private:
 
     static void on_claim_event(ngx_event_t* ev)
     {
-        auto* op = static_cast<ClaimOp*>(ev->data);
-        ZoneStore* self = op->store;
-        std::string_view key{op->bytes, op->key_len};
-        std::string_view claim{op->bytes + op->key_len, op->claim_len};
+        auto* op = static_cast<PendingOp*>(ev->data);
+        auto* self = static_cast<ZoneStore*>(op->store);
         std::string_view found;
-        ClaimResult result{Decision::unavailable, {}};
-        char* opened = nullptr;
 
-        switch (self->take(key, claim, op->lock_ttl_ms, found)) {
+        switch (self->take(op->key(), op->claim(), op->lock_ttl_ms, found)) {
         case Claimed::granted:
-            result.decision = Decision::execute;
+            op->waiter.answer(Outcome::fresh);
             break;
         case Claimed::full:
             count(Counter::zone_full_claims);
@@ -387,20 +303,18 @@ private:
                               "idempotency_fail_open (%ui since the last line)",
                               &self->shm_->shm.name, full_claim_log.take());
             }
+            op->waiter.answer(Outcome::unavailable);
             break;
         case Claimed::no_memory:
             ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0, "idempotency: out of memory reading zone \"%V\"",
                           &self->shm_->shm.name);
+            op->waiter.answer(Outcome::unavailable);
             break;
         case Claimed::found:
-            result.stored = found;
-            result.decision = op->waiter.judge(key, result.stored, opened, ngx_cycle->log);
+            op->waiter.answer_found(op->key(), found, ngx_cycle->log);
+            ngx_free(const_cast<char*>(found.data()));
             break;
         }
-
-        op->waiter.callback(op->waiter.data, result);
-        ngx_free(opened);
-        ngx_free(const_cast<char*>(found.data()));
         ngx_free(op);
     }
 
@@ -480,7 +394,7 @@ bool defined(const ngx_shm_zone_t* zone) noexcept
     return zone->data != nullptr;
 }
 
-Store* store_for(ngx_shm_zone_t* zone) noexcept
+Store* attached_store(ngx_shm_zone_t* zone) noexcept
 {
     auto* store = static_cast<ZoneStore*>(zone->data);
     return store != nullptr && store->attached() ? store : nullptr;

@@ -17,7 +17,8 @@ bool make_store(ngx_conf_t* cf, ngx_shm_zone_t* shm) noexcept;
 // Whether the zone idempotency_store named was defined by idempotency_zone.
 bool defined(const ngx_shm_zone_t* zone) noexcept;
 
-// The store over `zone`, shared by the locations that select it.
-Store* store_for(ngx_shm_zone_t* zone) noexcept;
+// The store over `zone`, shared by the locations that select it; nullptr
+// until nginx has mapped the zone.
+Store* attached_store(ngx_shm_zone_t* zone) noexcept;
 
 }  // namespace idem::zone

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "outcome.hpp"
+#include "decide.hpp"
 #include "record.hpp"
 #include "seal.hpp"
 #include "zone/zone_rules.hpp"
@@ -85,8 +85,9 @@ TEST(ZoneRules, FullZoneMarkerIsUnreplayableAndFitsWhereTheClaimWas)
     ASSERT_EQ(size, idem::unreplayable_size);
     EXPECT_LE(size, claim.size());
     idem::Record decoded;
-    EXPECT_EQ(idem::decide_stored({marker, size}, digest('f'), decoded), idem::Decision::unreplayable);
-    EXPECT_EQ(idem::decide_stored({marker, size}, digest('g'), decoded), idem::Decision::mismatch);
+    idem::Unusable why;
+    EXPECT_EQ(idem::decide_stored({marker, size}, digest('f'), decoded, why), idem::Outcome::unreplayable);
+    EXPECT_EQ(idem::decide_stored({marker, size}, digest('g'), decoded, why), idem::Outcome::mismatch);
     auto parsed = idem::decode_record({marker, size});
     ASSERT_TRUE(parsed);
     EXPECT_EQ(parsed->status, 201);
@@ -124,12 +125,13 @@ protected:
         EXPECT_TRUE(idem::seal(k, aad, plain, out.data()));
         return out;
     }
-    idem::Decision decide(const std::string& value, const idem::SecretKey* keys, size_t n, idem::AtRest& why,
-                          std::string& opened, const std::string& key = "idem:k")
+    idem::Outcome decide(const std::string& value, const idem::SecretKey* keys, size_t n, idem::Unusable& why,
+                         std::string& opened, const std::string& key = "idem:k")
     {
         std::string out(value.size(), '\0');
         std::string_view v = value;
-        idem::Decision d = idem::decide_at_rest(key, v, keys, n, digest('a'), out.data(), why);
+        idem::Record record;
+        idem::Outcome d = idem::decide_at_rest(key, v, keys, n, digest('a'), out.data(), record, why);
         opened.assign(v);
         return d;
     }
@@ -138,36 +140,36 @@ protected:
 TEST_F(AtRest, SealedRecordOpensAndReplays)
 {
     std::string plain = response_record(digest('a'), 201, "body");
-    idem::AtRest why;
+    idem::Unusable why;
     std::string opened;
-    EXPECT_EQ(decide(seal_(key_, "idem:k", plain), &key_, 1, why, opened), idem::Decision::replay);
-    EXPECT_EQ(why, idem::AtRest::ok);
+    EXPECT_EQ(decide(seal_(key_, "idem:k", plain), &key_, 1, why, opened), idem::Outcome::replayed);
+    EXPECT_EQ(why, idem::Unusable::no);
     EXPECT_EQ(opened, plain);
 }
 
 TEST_F(AtRest, EveryRecordThatDoesNotOpenIsUnverifiable)
 {
     std::string plain = response_record(digest('a'), 201, "body");
-    idem::AtRest why;
+    idem::Unusable why;
     std::string opened;
-    EXPECT_EQ(decide(seal_(other_, "idem:k", plain), &key_, 1, why, opened), idem::Decision::unverifiable);
-    EXPECT_EQ(why, idem::AtRest::unknown_key);
-    EXPECT_EQ(decide(seal_(key_, "idem:elsewhere", plain), &key_, 1, why, opened), idem::Decision::unverifiable);
-    EXPECT_EQ(why, idem::AtRest::altered);
-    EXPECT_EQ(decide(seal_(key_, "idem:k", plain), nullptr, 0, why, opened), idem::Decision::unverifiable);
-    EXPECT_EQ(why, idem::AtRest::no_keys);
-    EXPECT_EQ(decide(plain, &key_, 1, why, opened), idem::Decision::unverifiable);
-    EXPECT_EQ(why, idem::AtRest::plain);
+    EXPECT_EQ(decide(seal_(other_, "idem:k", plain), &key_, 1, why, opened), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::unknown_key);
+    EXPECT_EQ(decide(seal_(key_, "idem:elsewhere", plain), &key_, 1, why, opened), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::altered);
+    EXPECT_EQ(decide(seal_(key_, "idem:k", plain), nullptr, 0, why, opened), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::no_keys);
+    EXPECT_EQ(decide(plain, &key_, 1, why, opened), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::plain);
 }
 
 TEST_F(AtRest, PlainClaimsAndPlainStoresWithoutKeysAreDecidedAsUsual)
 {
-    idem::AtRest why;
+    idem::Unusable why;
     std::string opened;
-    EXPECT_EQ(decide(claim_record(digest('a'), "t"), &key_, 1, why, opened), idem::Decision::in_flight);
-    EXPECT_EQ(why, idem::AtRest::ok);
-    EXPECT_EQ(decide(response_record(digest('a'), 201, "x"), nullptr, 0, why, opened), idem::Decision::replay);
-    EXPECT_EQ(decide(response_record(digest('b'), 201, "x"), nullptr, 0, why, opened), idem::Decision::mismatch);
+    EXPECT_EQ(decide(claim_record(digest('a'), "t"), &key_, 1, why, opened), idem::Outcome::conflict);
+    EXPECT_EQ(why, idem::Unusable::no);
+    EXPECT_EQ(decide(response_record(digest('a'), 201, "x"), nullptr, 0, why, opened), idem::Outcome::replayed);
+    EXPECT_EQ(decide(response_record(digest('b'), 201, "x"), nullptr, 0, why, opened), idem::Outcome::mismatch);
 }
 
 }  // namespace

@@ -1,0 +1,66 @@
+// decide.cpp — see decide.hpp.
+#include "decide.hpp"
+
+namespace idem {
+
+Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record& record, Unusable& why) noexcept
+{
+    why = Unusable::no;
+    const std::optional<Record> stored = decode_record(value);
+    if (!stored) {
+        why = Unusable::not_a_record;
+        return Outcome::unavailable;
+    }
+    // The fingerprint check comes first for every kind: a key reused for a
+    // different request is a client error whatever state the key is in.
+    if (stored->fingerprint != fingerprint) {
+        return Outcome::mismatch;
+    }
+    switch (stored->kind) {
+    case RecordKind::claim:
+        return Outcome::conflict;
+    case RecordKind::response:
+        record = *stored;
+        return Outcome::replayed;
+    case RecordKind::unreplayable:
+        return Outcome::unreplayable;
+    }
+    why = Unusable::not_a_record;  // unreachable: decode_record checked the kind
+    return Outcome::unavailable;
+}
+
+const char* unusable_reason(Unusable why) noexcept
+{
+    switch (why) {
+    case Unusable::no: return "it is usable";
+    case Unusable::not_a_record: return "it is not a record of this module";
+    case Unusable::plain: return "it is not encrypted, as idempotency_encrypt_key requires";
+    case Unusable::no_keys: return "it is encrypted and no idempotency_encrypt_key is configured";
+    case Unusable::unknown_key: return "sealed with a key that is not configured";
+    case Unusable::altered: return "altered, or moved from another key";
+    }
+    return "";
+}
+
+Outcome decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys, std::size_t key_count,
+                       const Digest& fingerprint, char* out, Record& record, Unusable& why) noexcept
+{
+    if (!is_sealed(value)) {
+        std::optional<Record> plain = key_count > 0 ? decode_record(value) : std::nullopt;
+        if (plain && plain->kind != RecordKind::claim) {
+            why = Unusable::plain;
+            return Outcome::unverifiable;
+        }
+        return decide_stored(value, fingerprint, record, why);
+    }
+    std::size_t length = 0;
+    OpenStatus st = open_sealed(keys, key_count, key, value, out, length);
+    if (st != OpenStatus::ok) {
+        why = key_count == 0 ? Unusable::no_keys : st == OpenStatus::unknown_key ? Unusable::unknown_key : Unusable::altered;
+        return Outcome::unverifiable;
+    }
+    value = {out, length};
+    return decide_stored(value, fingerprint, record, why);
+}
+
+}  // namespace idem

@@ -1,0 +1,29 @@
+// decide.hpp — what the record found under a key means for the request
+// that claims it (SPEC rules 4-7, 9, 10). Pure: knows neither nginx nor
+// Redis; each store turns what it finds into these terms (a free key that
+// is now ours is Outcome::fresh without asking here).
+#pragma once
+
+#include "outcome.hpp"
+#include "record.hpp"
+#include "seal.hpp"
+
+namespace idem {
+
+// Why a value found under a key cannot be used.
+enum class Unusable { no, not_a_record, plain, no_keys, unknown_key, altered };
+const char* unusable_reason(Unusable why) noexcept;
+
+// `value` is what the key holds: replayed (then `record` is the stored
+// response, its views into `value`), conflict (the original is in flight),
+// mismatch, unreplayable, or unavailable when it is not a record of ours.
+Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record& record, Unusable& why) noexcept;
+
+// The same with encryption at rest: with `keys`, every record but a plain
+// claim (an original in flight) must be sealed and open with one of them,
+// bound to `key`; what does not is `unverifiable`. A sealed record is
+// opened into `out` (room for value.size()) and `value` then views it.
+Outcome decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys, std::size_t key_count,
+                       const Digest& fingerprint, char* out, Record& record, Unusable& why) noexcept;
+
+}  // namespace idem

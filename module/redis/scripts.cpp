@@ -1,0 +1,53 @@
+// redis/scripts.cpp — see scripts.hpp.
+
+#include "scripts.hpp"
+
+#include <openssl/evp.h>
+
+#include "../fingerprint.hpp"
+
+namespace idem::redis {
+
+// ARGV[1] is the claim record: only its holder may store or release. Each
+// script also answers 1 when its work is already done, so that sending it
+// again after a lost reply (its first run may have happened) is not
+// mistaken for a lost claim.
+Script complete_script{
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end "
+    "if v == ARGV[2] then return 1 end return 0",
+    "store the response", {}};
+
+Script release_script{
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end "
+    "if v == false then return 1 end return 0",
+    "release the key", {}};
+
+Script renew_script{
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+    "renew the claim", {}};
+
+namespace {
+
+bool digest(Script& script) noexcept
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    if (EVP_Digest(script.body.data(), script.body.size(), md, &md_len, EVP_sha1(), nullptr) != 1 || md_len != 20) {
+        return false;
+    }
+    to_hex(md, 20, script.sha1);
+    script.sha1[40] = '\0';
+    return true;
+}
+
+}  // namespace
+
+bool digest_scripts() noexcept
+{
+    return digest(complete_script) && digest(release_script) && digest(renew_script);
+}
+
+}  // namespace idem::redis

@@ -1,0 +1,54 @@
+// zone/zone_tree.hpp — how a zone lays out its records (zone_store.cpp):
+// one slab allocation per record, in two rbtrees, by store key and by
+// expiry, both rooted in the zone's Shared block.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "../ngx.hpp"
+
+namespace idem::zone {
+
+// One record: its store key and value, in one slab allocation.
+struct Node {
+    ngx_rbtree_node_t by_key;     // key: CRC32 of the store key, ties broken by the key
+    ngx_rbtree_node_t by_expiry;  // key: expiry, ngx_current_msec (one monotonic clock for all workers)
+    std::uint32_t key_len;
+    std::uint32_t value_len;
+    std::uint32_t capacity;       // room for the value
+    char data[1];                 // key, then value
+};
+
+struct Shared {
+    ngx_rbtree_t by_key;
+    ngx_rbtree_node_t key_sentinel;
+    ngx_rbtree_t by_expiry;
+    ngx_rbtree_node_t expiry_sentinel;
+};
+
+inline Node* node_by_key(ngx_rbtree_node_t* n)
+{
+    return reinterpret_cast<Node*>(n);
+}
+
+inline Node* node_by_expiry(ngx_rbtree_node_t* n)
+{
+    return reinterpret_cast<Node*>(reinterpret_cast<char*>(n) - offsetof(Node, by_expiry));
+}
+
+inline std::string_view key_of(const Node* n)
+{
+    return {n->data, n->key_len};
+}
+
+inline std::string_view value_of(const Node* n)
+{
+    return {n->data + n->key_len, n->value_len};
+}
+
+// ngx_rbtree insert function of the by-key tree.
+void insert_by_key(ngx_rbtree_node_t* temp, ngx_rbtree_node_t* node, ngx_rbtree_node_t* sentinel);
+
+}  // namespace idem::zone
