@@ -18,7 +18,7 @@
 #include "metrics.hpp"
 #include "problem.hpp"
 #include "replay.hpp"
-#include "response.hpp"
+#include "send.hpp"
 
 namespace idem {
 namespace {

@@ -15,7 +15,7 @@
 #include "claim.hpp"
 #include "client_gone.hpp"
 #include "disposition.hpp"
-#include "response.hpp"
+#include "send.hpp"
 #include "upstream_attempts.hpp"
 
 namespace idem {

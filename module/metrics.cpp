@@ -6,7 +6,7 @@
 
 #include "conf.hpp"
 #include "outcome.hpp"
-#include "response.hpp"
+#include "send.hpp"
 
 namespace idem {
 namespace {

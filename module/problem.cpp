@@ -5,7 +5,7 @@
 // Retry-After and $idempotency_status stay available there.
 
 #include "problem.hpp"
-#include "response.hpp"
+#include "send.hpp"
 
 namespace idem {
 namespace {

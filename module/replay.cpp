@@ -4,7 +4,7 @@
 // nginx's own, fresh. The upstream is not contacted.
 
 #include "replay.hpp"
-#include "response.hpp"
+#include "send.hpp"
 
 namespace idem {
 namespace {

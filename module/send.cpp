@@ -1,6 +1,6 @@
-// response.cpp — see response.hpp.
+// send.cpp — see send.hpp.
 
-#include "response.hpp"
+#include "send.hpp"
 
 namespace idem {
 

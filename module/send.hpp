@@ -1,4 +1,4 @@
-// response.hpp — the few things the module needs to answer a request itself
+// send.hpp — the few things the module needs to answer a request itself
 // (replay.cpp, problem.cpp) and to read nginx's header lists.
 #pragma once
 
