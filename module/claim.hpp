@@ -1,5 +1,5 @@
 // claim.hpp — the claim's whole life (claim.cpp): claimed once the request
-// is fingerprinted, answered into ctx->status and the phases run again,
+// is fingerprinted, answered into ctx->outcome and the phases run again,
 // waited for, renewed while its response is in progress, and settled.
 #pragma once
 
@@ -12,7 +12,7 @@ namespace idem {
 // The claim record: the fingerprint and a token unique to this request.
 bool make_claim_record(RequestCtx* ctx) noexcept;
 // Claims ctx->redis_key in the location's store (or reads what holds it);
-// the answer sets ctx->status and runs the request's phases again.
+// the answer sets ctx->outcome and runs the request's phases again.
 void claim_key(RequestCtx* ctx) noexcept;
 // The request goes away: no more waiting for the store's answer.
 void claim_stop_waiting(RequestCtx* ctx) noexcept;
