@@ -31,7 +31,13 @@ module: $(MODULE)
 
 # nginx's own configure, run on a private copy of the nginx-dev tree with the
 # packaged binary's flags (--with-compat) so the module loads into it.
-$(BUILD)/nginx/objs/Makefile: config
+# configure lists the module's headers as dependencies: a header added,
+# removed or renamed means configuring again.
+MODULE_HEADERS := $(sort $(wildcard module/*.hpp module/*/*.hpp))
+$(BUILD)/headers.list: FORCE
+	@mkdir -p $(BUILD); echo '$(MODULE_HEADERS)' | cmp -s - $@ || echo '$(MODULE_HEADERS)' > $@
+
+$(BUILD)/nginx/objs/Makefile: config $(BUILD)/headers.list
 	rm -rf $(BUILD)/nginx
 	mkdir -p $(BUILD)
 	cp -r $(NGINX_SRC) $(BUILD)/nginx
@@ -159,3 +165,5 @@ $(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md scripts/build-deb.
 
 clean:
 	rm -rf $(BUILD) t/servroot
+
+FORCE:

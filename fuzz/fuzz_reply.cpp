@@ -6,7 +6,7 @@
 //              redisReader in chunks of (byte & 0x7f) bytes (0: all at once),
 //              as Connection::read() does with what recv() returns; every
 //              complete reply is read as the claim's reply
-//              (redis/claim_reply.hpp) and decided (decide.hpp) with a fixed
+//              (redis/replies.hpp) and decided (decide.hpp) with a fixed
 //              request fingerprint (fuzz::fixed_digest()), checked against
 //              what it must answer; on replay the record's headers are walked.
 //   0x80-0xff  commands: the rest is argv, each argument a 2-byte big-endian
@@ -30,7 +30,7 @@
 #include "fuzz_common.hpp"
 #include "decide.hpp"
 #include "record.hpp"
-#include "redis/claim_reply.hpp"
+#include "redis/replies.hpp"
 #include "redis/resp.hpp"
 
 namespace {

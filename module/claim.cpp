@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
 
@@ -96,6 +97,7 @@ void on_claim(void* data, const ClaimResult& result)
     switch (outcome) {
     case Outcome::fresh:
         ctx->owns_claim = true;
+        ctx->lease_end = lease_end(ctx->claim_sent, ctx->conf->lock_ttl, ctx->conf->redis_timeout);
         break;
     case Outcome::replayed:
         if (!keep_stored(ctx, result)) {
@@ -208,6 +210,7 @@ void claim_key(RequestCtx* ctx) noexcept
         ngx_array_t* keys = conf->seal_keys;
         ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
                            keys ? keys->nelts : 0};
+        ctx->claim_sent = ngx_current_msec;
         ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), conf->lock_ttl, waiter);
     }
     if (ctx->pending == nullptr) {
@@ -288,9 +291,12 @@ void claim_complete(RequestCtx* ctx, std::string_view record) noexcept
             value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
         }
     }
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: storing %uz bytes under \"%V\" for %M ms", value.size(), &ctx->redis_key, ctx->conf->ttl);
-    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl);
+    bool within_lease = ngx_current_msec < ctx->lease_end;
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", value.size(), &ctx->redis_key,
+                   ctx->conf->ttl, within_lease ? "within the claim's lease" : "fenced");
+    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl,
+                         within_lease);
     if (sealed != nullptr) {
         ngx_free(sealed);
     }

@@ -82,8 +82,10 @@ public:
     // lock_ttl_ms (at least 20 s) with the claim kept alive meanwhile, a
     // release until the claim would have expired anyway. lock_ttl_ms 0:
     // the longest lock_ttl this store has claimed or renewed with.
+    // `within_lease`: the claim surely holds now (lease.hpp), and a store
+    // may skip the fence.
     virtual void complete(std::string_view key, std::string_view claim, std::string_view record,
-                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
+                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, bool within_lease) noexcept = 0;
     virtual void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
     // Extends a claim still held by `claim` to lock_ttl_ms from now.
     virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept = 0;

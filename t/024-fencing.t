@@ -6,7 +6,10 @@
 #
 # On Redis the takeover is written straight into Redis: the claim is
 # replaced by another gateway's claim for the same request (as if the
-# original's claim had expired and that gateway had claimed the key). On
+# original's claim had expired and that gateway had claimed the key, or
+# Redis had lost it). Within the claim's lease (lease.hpp) the original's
+# store is a plain SET ... XX GET that finds the other claim and puts it
+# back; past the lease the fenced script refuses it (TESTs 11 and 12). On
 # the zone store, the worker holding the claim is stopped (SIGSTOP) past
 # idempotency_lock_ttl, a retry on the other worker claims the key, and the
 # first worker then goes on (SIGCONT): a stalled gateway waking up late.
@@ -149,6 +152,21 @@ sub late_store {
                    "$key: the other gateway's claim stays, the late response is not stored");
 }
 
+# Counts, with INFO commandstats, the Redis commands of one new request
+# whose response is stored within its claim's lease: the claim and the
+# store, two SETs, and no script.
+sub store_within_lease {
+    my ($uri, $key) = @_;
+    IdempotencyTest::redis_command('CONFIG', 'RESETSTAT');
+    IdempotencyTest::nginx_post($uri, $key) == 201 or die "POST $uri failed\n";
+    IdempotencyTest::wait_until(sub { (IdempotencyTest::stored_kind(IdempotencyTest::redis_key($key)) // '') eq 'response' })
+        or die "the response to $uri was not stored\n";
+    my $stats = IdempotencyTest::redis_command('INFO', 'commandstats');
+    my %calls = $stats =~ /^cmdstat_(\w+):calls=(\d+)/mg;
+    Test::More::is($calls{set} // 0, 2, "$key: the claim and the store are two SETs");
+    Test::More::is(($calls{evalsha} // 0) + ($calls{eval} // 0), 0, "$key: no script ran");
+}
+
 # The original's late release (its upstream answers 500): the other claim stays.
 sub late_release {
     my ($port, $uri, $key) = @_;
@@ -204,6 +222,7 @@ Idempotency-Key: fence-store
 X-Idempotency-Status: conflict
 --- error_log
 could not store the response: the claim had expired or was taken over
+within the claim's lease (Redis lost the claim, or its clock ran ahead): putting back what was there
 
 
 === TEST 2: Redis: a late release after a takeover is refused: the upstream's 5xx does not free the other claim
@@ -450,3 +469,51 @@ GET /_count/cfence/renew
 --- response_body: 1
 --- error_log
 could not renew the claim: the claim had expired or was taken over
+
+
+=== TEST 11: Redis: a response stored within its claim's lease is one plain SET ... XX GET, and no script runs
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    proxy_pass http://backend;
+}
+--- init
+main::store_within_lease('/lease/1', 'lease-1');
+--- request
+POST /lease/1
+x
+--- more_headers
+Idempotency-Key: lease-1
+--- error_code: 201
+--- response_headers
+Idempotent-Replayed: true
+
+
+=== TEST 12: Redis: past the claim's lease a late store goes through the fenced script, which refuses it after a takeover
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    # a lease of 3 s - (1 s + 0.3 s) = 1.7 s; the upstream answers after 2 s
+    idempotency_lock_ttl 3s;
+    idempotency_redis_timeout 1s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+main::late_store(IdempotencyTest::redis_port(), '/fence/past-lease?sleep=2', 'fence-past-lease');
+--- request
+POST /fence/past-lease?sleep=2
+x
+--- more_headers
+Idempotency-Key: fence-past-lease
+--- error_code: 409
+--- response_headers
+X-Idempotency-Status: conflict
+--- error_log
+could not store the response: the claim had expired or was taken over
+--- no_error_log
+putting back

@@ -8,7 +8,7 @@
 #include <new>
 
 #include "../metrics.hpp"
-#include "claim_reply.hpp"
+#include "replies.hpp"
 #include "retry.hpp"
 #include "scripts.hpp"
 #include "router.hpp"
@@ -23,12 +23,18 @@ constexpr std::uint64_t default_lock_ttl_ms = 30000;  // idempotency_lock_ttl's 
 
 class RedisStore;
 
-// What a script call is for. A response to store and a key to release are
-// owed: the store tries them again after a transient failure, and an exit
-// that leaves them undone is logged and counted. A renewal by a running
-// request is sent again after a lost reply; a renewal that keeps the claim
-// of a response being stored again is fire and forget, and silent.
-enum class Role { store, release, renewal, keepalive };
+// What a script call is for. A response to store, a key to release and a
+// claim to put back are owed: the store tries them again after a transient
+// failure, and an exit that leaves them undone is logged and counted. A
+// renewal by a running request is sent again after a lost reply; a renewal
+// that keeps the claim of a response being stored again is fire and
+// forget, and silent.
+enum class Role { store, release, restore, renewal, keepalive };
+
+constexpr bool owed(Role role) noexcept
+{
+    return role == Role::store || role == Role::release || role == Role::restore;
+}
 
 // A fenced script call; owns copies of its arguments so it can be sent
 // again: as EVAL after NOSCRIPT, after a lost reply, after a transient
@@ -45,6 +51,7 @@ struct ScriptCall {
     size_t error_len;
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
+    bool leased;     // a store within the claim's lease: SET ... XX GET instead of the script
     OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV
 };
 
@@ -95,13 +102,16 @@ public:
 
     void abandon(PendingOp* op) noexcept override { op->waiter.callback = nullptr; }
 
+    // Within the claim's lease (lease.hpp) a response goes out as
+    // `SET key record PX ttl XX GET`: two plain commands per new key instead
+    // of one and a script. Any attempt after the first is the fenced script.
     void complete(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms,
-                  std::uint64_t lock_ttl_ms) noexcept override
+                  std::uint64_t lock_ttl_ms, bool within_lease) noexcept override
     {
         char ttl[NGX_INT64_LEN];
         size_t ttl_len = decimal(ttl_ms, ttl);
         std::string_view args[] = {key, claim, record, {ttl, ttl_len}};
-        call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms));
+        call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms), within_lease);
     }
 
     void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
@@ -147,7 +157,8 @@ private:
 
     static std::string_view key_of(const ScriptCall* call) noexcept { return call->args[0]; }
 
-    void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms) noexcept
+    void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
+              bool leased = false) noexcept
     {
         if (closing_) {
             return;  // worker exit: nothing new is sent
@@ -155,8 +166,8 @@ private:
         auto* call = new_with_args<ScriptCall>(args, argc, log_);
         if (call == nullptr) {
             ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: out of memory, cannot %s", script.purpose);
-            if (role == Role::store || role == Role::release) {
-                count(role == Role::store ? Counter::abandoned_stores : Counter::abandoned_releases);
+            if (owed(role)) {
+                count(role == Role::release ? Counter::abandoned_releases : Counter::abandoned_stores);
             }
             return;
         }
@@ -164,10 +175,11 @@ private:
         call->script = &script;
         call->role = role;
         call->lock_ttl_ms = lock_ttl_ms;
+        call->leased = leased;
         // What is owed Redis keeps an exiting worker (reload, graceful
         // shutdown) alive until it lands or its window ends, no longer than
         // worker_shutdown_timeout when that is set (see failed()).
-        set_event(call->retry_timer, on_retry_timer, call, log_, role != Role::store && role != Role::release);
+        set_event(call->retry_timer, on_retry_timer, call, log_, !owed(role));
         call->next = calls_;
         if (calls_ != nullptr) {
             calls_->prev = call;
@@ -176,9 +188,19 @@ private:
         send(call);
     }
 
-    // EVALSHA sha 1 KEY ARGV...  (or EVAL body 1 KEY ARGV... once NOSCRIPT was seen)
+    // EVALSHA sha 1 KEY ARGV...  (or EVAL body 1 KEY ARGV... once NOSCRIPT was
+    // seen); a leased store: SET KEY record PX ttl XX GET.
     void send(ScriptCall* call) noexcept
     {
+        if (call->leased) {
+            const OwnedArgs<max_script_args>& a = call->args;
+            const char* argv[] = {"SET", a.arg[0], a.arg[2], "PX", a.arg[3], "XX", "GET"};
+            const size_t lens[] = {3, a.len[0], a.len[2], 2, a.len[3], 2, 3};
+            if (!router_->command(key_of(call), 7, argv, lens, on_script_reply, call, true)) {
+                failed(call, "Redis cannot be reached");
+            }
+            return;
+        }
         bool with_body = call->with_body;
         const char* argv[3 + max_script_args];
         size_t lens[3 + max_script_args];
@@ -203,6 +225,7 @@ private:
     // response renews its claim before each one.
     void failed(ScriptCall* call, std::string_view why) noexcept
     {
+        call->leased = false;  // the lease may be over by the next attempt: the script decides
         if (call->role == Role::keepalive) {
             finish(call);  // the next attempt renews again
             return;
@@ -261,7 +284,7 @@ private:
 
     void abandon(ScriptCall* call) noexcept
     {
-        if (call->role == Role::store || call->role == Role::release) {
+        if (owed(call->role)) {
             std::string_view key = key_of(call);
             ngx_log_error(NGX_LOG_ERR, log_, 0,
                           "idempotency: the worker exits before it could %s for \"%*s\" on Redis %V",
@@ -273,7 +296,7 @@ private:
 
     static void count_abandoned(const ScriptCall* call) noexcept
     {
-        if (call->role == Role::store) {
+        if (call->role == Role::store || call->role == Role::restore) {
             count(Counter::abandoned_stores);
         } else if (call->role == Role::release) {
             count(Counter::abandoned_releases);
@@ -327,6 +350,34 @@ private:
         ngx_free(op);
     }
 
+    // The reply to a leased store: what the key held before.
+    void leased_stored(ScriptCall* store, const redisReply* reply) noexcept
+    {
+        std::string_view key = key_of(store), found;
+        switch (read_leased_store_reply(reply, store->args[1], store->args[2], found)) {
+        case LeasedStore::stored:
+        case LeasedStore::unusable:  // not a reply SET ... GET gives: nothing more to learn
+            break;
+        case LeasedStore::gone:
+            ngx_log_error(NGX_LOG_WARN, log_, 0,
+                          "idempotency: could not store the response: the claim had expired or was taken over");
+            break;
+        case LeasedStore::not_ours: {
+            ngx_log_error(NGX_LOG_ERR, log_, 0,
+                          "idempotency: the claim on \"%*s\" was not this request's when its response was stored "
+                          "within the claim's lease (Redis lost the claim, or its clock ran ahead): putting back "
+                          "what was there",
+                          key.size(), key.data());
+            char ttl[NGX_INT64_LEN];
+            size_t ttl_len = decimal(store->lock_ttl_ms, ttl);
+            std::string_view args[] = {key, store->args[2], found, {ttl, ttl_len}};
+            call(restore_script, Role::restore, args, 4, store->lock_ttl_ms);
+            break;
+        }
+        }
+        finish(store);
+    }
+
     static void on_script_reply(void* data, redisReply* reply)
     {
         auto* call = static_cast<ScriptCall*>(data);
@@ -344,6 +395,10 @@ private:
             self->failed(call, "the connection was lost");
             return;
         }
+        if (call->leased && reply->type != REDIS_REPLY_ERROR) {
+            self->leased_stored(call, reply);
+            return;
+        }
         if (reply->type == REDIS_REPLY_ERROR) {
             std::string_view error{reply->str, reply->len};
             if (error.substr(0, 8) == "NOSCRIPT" && !call->with_body) {
@@ -359,6 +414,13 @@ private:
                 ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused to %s for \"%*s\": %*s",
                               &self->server_.name, script.purpose, key.size(), key.data(), error.size(), error.data());
             }
+        } else if (call->role == Role::restore) {
+            // The leased store took another request's claim; the log says
+            // what became of it, as for any store that lost its claim.
+            ngx_log_error(NGX_LOG_WARN, self->log_, 0,
+                          "idempotency: could not store the response: the claim had expired or was taken over; "
+                          "%s", reply->type == REDIS_REPLY_INTEGER && reply->integer == 1
+                                    ? "the other claim is back" : "the key has moved on since");
         } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
             if (call->role != Role::keepalive) {
                 ngx_log_error(NGX_LOG_WARN, self->log_, 0,

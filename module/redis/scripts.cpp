@@ -29,6 +29,14 @@ Script renew_script{
     "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
     "renew the claim", {}};
 
+// A store within the lease that found another request's claim (lease.hpp)
+// puts it back, unless the key has moved on since.
+Script restore_script{
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end "
+    "if v == ARGV[2] then return 1 end return 0",
+    "put back the claim a store overwrote", {}};
+
 namespace {
 
 bool digest(Script& script) noexcept
@@ -47,7 +55,7 @@ bool digest(Script& script) noexcept
 
 bool digest_scripts() noexcept
 {
-    return digest(complete_script) && digest(release_script) && digest(renew_script);
+    return digest(complete_script) && digest(release_script) && digest(renew_script) && digest(restore_script);
 }
 
 }  // namespace idem::redis

@@ -16,6 +16,7 @@ struct Script {
 extern Script complete_script;
 extern Script release_script;
 extern Script renew_script;
+extern Script restore_script;
 
 // Fills in each script's SHA-1; false when OpenSSL cannot.
 bool digest_scripts() noexcept;

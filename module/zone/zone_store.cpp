@@ -62,8 +62,9 @@ public:
         ngx_free(op);
     }
 
+    // Under the mutex the fence costs nothing: no lease needed.
     void complete(std::string_view key, std::string_view claim, std::string_view record,
-                  std::uint64_t ttl_ms, std::uint64_t) noexcept override
+                  std::uint64_t ttl_ms, std::uint64_t, bool) noexcept override
     {
         lock();
         ngx_msec_t now = ngx_current_msec;

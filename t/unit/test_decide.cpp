@@ -1,6 +1,6 @@
 // test_decide.cpp — what a request gets from the reply to its claim: the
 // reply parsed by hiredis itself from RESP bytes (so the test sees exactly
-// the structures the module will), read by redis/claim_reply.hpp and
+// the structures the module will), read by redis/replies.hpp and
 // decided by decide.hpp; and outcome.hpp's table.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "decide.hpp"
-#include "redis/claim_reply.hpp"
+#include "redis/replies.hpp"
 
 namespace {
 

@@ -1,0 +1,42 @@
+// lease.hpp — until when a request surely still holds its claim, so that
+// its response can be stored with a plain `SET ... XX` instead of the
+// fenced script. Pure.
+//
+// The argument. The claim was written by `SET key claim NX PX lock_ttl`,
+// which the gateway sent at `sent` (its monotonic clock); Redis ran it
+// later, and so expires the key no earlier than `sent + lock_ttl` — by
+// Redis's clock. Until then nobody else can claim the key: SET NX fails on
+// a key that exists. A store sent before `lease_end` therefore finds our
+// claim, provided that
+//   - Redis's clock does not run ahead of the gateway's by more than the
+//     margin over one lock_ttl (a tenth of it: far beyond NTP's slew, not
+//     a clock stepped forward by seconds);
+//   - the store reaches Redis and runs within idempotency_redis_timeout of
+//     being sent (the other part of the margin): a gateway paused between
+//     sending and Redis running it for longer is not covered;
+//   - Redis keeps its data (no failover to a replica that missed the claim,
+//     no eviction, no FLUSHALL) — which SPEC's guarantee assumes anyway.
+// The store also asks for what it overwrote (`GET`): when any of this did
+// not hold and it replaced another request's claim, it puts that claim back
+// (fenced) and logs it. Past the lease the fenced script decides, as it
+// always did.
+#pragma once
+
+#include <cstdint>
+
+namespace idem {
+
+constexpr std::uint64_t lease_margin(std::uint64_t lock_ttl, std::uint64_t redis_timeout) noexcept
+{
+    return redis_timeout + lock_ttl / 10;
+}
+
+// The last moment (exclusive) a store may be sent within the lease of a
+// claim sent at `sent`; `sent` itself when the margin eats the whole lock_ttl.
+constexpr std::uint64_t lease_end(std::uint64_t sent, std::uint64_t lock_ttl, std::uint64_t redis_timeout) noexcept
+{
+    std::uint64_t margin = lease_margin(lock_ttl, redis_timeout);
+    return lock_ttl > margin ? sent + (lock_ttl - margin) : sent;
+}
+
+}  // namespace idem
