@@ -1,49 +1,51 @@
-// fingerprint.cpp — SHA-256 through OpenSSL 3 EVP, the request fingerprint
-// built on it, and lower-case hex encoding.
+// fingerprint.cpp — SHA-256 (OpenSSL), the request fingerprint built on
+// it, and lower-case hex encoding.
 #include "fingerprint.hpp"
 
-#include <openssl/evp.h>
+// The one-shot and EVP interfaces cost an allocation, a provider lookup and
+// a cleanse per digest, more than the hashing of a small request; OpenSSL 3
+// still ships the low-level functions (deprecated in favour of EVP).
+#define OPENSSL_API_COMPAT 10101
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include <cstring>
 
 namespace idem {
 namespace {
 
-// OpenSSL 3 looks EVP_sha256() up in its provider tables on every init; an
-// explicitly fetched implementation is looked up once per process.
-const EVP_MD* sha256_md() noexcept
+SHA256_CTX* state(unsigned char* bytes) noexcept
 {
-    static EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    return fetched != nullptr ? fetched : EVP_sha256();
+    static_assert(sizeof(SHA256_CTX) <= 112 && alignof(SHA256_CTX) <= 8, "Sha256::state_ holds a SHA256_CTX");
+    return reinterpret_cast<SHA256_CTX*>(bytes);
 }
 
 }  // namespace
 
-Sha256::Sha256() noexcept : ctx_(EVP_MD_CTX_new()), ok_(false)
-{
-    ok_ = ctx_ != nullptr && EVP_DigestInit_ex(ctx_, sha256_md(), nullptr) == 1;
-}
+Sha256::Sha256() noexcept : ok_(SHA256_Init(state(state_)) == 1) {}
 
-Sha256::~Sha256()
+Sha256::~Sha256() = default;
+
+void Sha256::wipe() noexcept
 {
-    EVP_MD_CTX_free(ctx_);
+    OPENSSL_cleanse(state_, sizeof(state_));
 }
 
 void Sha256::update(const void* data, std::size_t size) noexcept
 {
     // A failed context stays failed: a digest over partial input must never
     // pass for the real one.
-    if (!ok() || size == 0) {
+    if (!ok_ || size == 0) {
         return;
     }
-    ok_ = EVP_DigestUpdate(ctx_, data, size) == 1;
+    ok_ = SHA256_Update(state(state_), data, size) == 1;
 }
 
 Digest Sha256::finish() noexcept
 {
     Digest digest{};
-    unsigned int written = 0;
-    if (ok()) {
-        ok_ = EVP_DigestFinal_ex(ctx_, digest.data(), &written) == 1
-              && written == digest.size();
+    if (ok_) {
+        ok_ = SHA256_Final(digest.data(), state(state_)) == 1;
     }
     if (!ok_) {
         digest.fill(0);
@@ -55,7 +57,9 @@ Digest sha256(std::string_view data) noexcept
 {
     Sha256 sha;
     sha.update(data.data(), data.size());
-    return sha.finish();
+    Digest digest = sha.finish();
+    sha.wipe();  // the one-shot digest is taken of key material (seal.cpp)
+    return digest;
 }
 
 Fingerprinter::Fingerprinter(std::string_view method, std::string_view uri) noexcept
@@ -68,12 +72,25 @@ Fingerprinter::Fingerprinter(std::string_view method, std::string_view uri) noex
     sha_.update("\n", 1);
 }
 
+namespace {
+
+// The two hex digits of every byte value, in one table.
+constexpr std::array<char, 512> hex_pairs = [] {
+    std::array<char, 512> pairs{};
+    const char digits[] = "0123456789abcdef";
+    for (unsigned i = 0; i < 256; i++) {
+        pairs[2 * i] = digits[i >> 4];
+        pairs[2 * i + 1] = digits[i & 0x0f];
+    }
+    return pairs;
+}();
+
+}  // namespace
+
 void to_hex(const std::uint8_t* data, std::size_t size, char* out) noexcept
 {
-    static const char digits[] = "0123456789abcdef";
     for (std::size_t i = 0; i < size; ++i) {
-        out[2 * i] = digits[data[i] >> 4];
-        out[2 * i + 1] = digits[data[i] & 0x0f];
+        std::memcpy(out + 2 * i, &hex_pairs[2 * data[i]], 2);
     }
 }
 

@@ -9,13 +9,12 @@
 #include <cstdint>
 #include <string_view>
 
-struct evp_md_ctx_st;
-
 namespace idem {
 
 using Digest = std::array<std::uint8_t, 32>;
 
-// Incremental SHA-256 (OpenSSL EVP). Not copyable.
+// Incremental SHA-256: OpenSSL's, its state kept here (no allocation, no
+// provider dispatch per digest). Not copyable.
 class Sha256 {
 public:
     Sha256() noexcept;
@@ -23,12 +22,14 @@ public:
     Sha256(const Sha256&) = delete;
     Sha256& operator=(const Sha256&) = delete;
 
-    bool ok() const noexcept { return ctx_ != nullptr && ok_; }
+    bool ok() const noexcept { return ok_; }
     void update(const void* data, std::size_t size) noexcept;
     Digest finish() noexcept;
+    // Clears the state, for a digest of secret material.
+    void wipe() noexcept;
 
 private:
-    evp_md_ctx_st* ctx_;
+    alignas(8) unsigned char state_[112];  // SHA256_CTX
     bool ok_;
 };
 
