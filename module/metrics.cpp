@@ -143,6 +143,8 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
                 c[static_cast<unsigned>(Counter::redis_timeouts)]);
     put_counter(t, "idempotency_redis_reconnects_total", "Connections to Redis made again after a failure.",
                 c[static_cast<unsigned>(Counter::redis_reconnects)]);
+    put_counter(t, "idempotency_redis_tls_failures_total", "TLS handshakes with Redis, or checks of its certificate, that failed.",
+                c[static_cast<unsigned>(Counter::redis_tls_failures)]);
     put_counter(t, "idempotency_stored_responses_total", "Records sent to Redis for storing (responses and markers).",
                 c[static_cast<unsigned>(Counter::stored_responses)]);
     put_counter(t, "idempotency_stored_bytes_total", "Bytes of the records sent to Redis for storing.",

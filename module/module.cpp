@@ -10,6 +10,7 @@
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"
 #include "redis/redis_store.hpp"
+#include "redis/tls_conf.hpp"
 #include "zone/zone_conf.hpp"
 #include "zone/zone_store.hpp"
 
@@ -43,6 +44,27 @@ ngx_command_t commands[] = {
 
     {ngx_string("idempotency_redis_timeout"), any_level | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_timeout), nullptr},
+
+    {ngx_string("idempotency_redis_ssl_verify"), any_level | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_tls.verify), nullptr},
+
+    {ngx_string("idempotency_redis_ssl_name"), any_level | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_tls.name), nullptr},
+
+    {ngx_string("idempotency_redis_ssl_trusted_certificate"), any_level | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_tls.trusted_certificate), nullptr},
+
+    {ngx_string("idempotency_redis_ssl_certificate"), any_level | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_tls.certificate), nullptr},
+
+    {ngx_string("idempotency_redis_ssl_certificate_key"), any_level | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_tls.certificate_key), nullptr},
+
+    {ngx_string("idempotency_redis_ssl_protocols"), any_level | NGX_CONF_1MORE, ngx_conf_set_bitmask_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_tls.protocols), redis::tls_protocols},
+
+    {ngx_string("idempotency_redis_ssl_ciphers"), any_level | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_LOC_CONF_OFFSET, offsetof(LocConf, redis_tls.ciphers), nullptr},
 
     {ngx_string("idempotency_methods"), any_level | NGX_CONF_1MORE, set_methods,
      NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
@@ -206,6 +228,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->enable = NGX_CONF_UNSET;
     conf->zone = static_cast<ngx_shm_zone_t*>(NGX_CONF_UNSET_PTR);
     conf->redis_timeout = NGX_CONF_UNSET_MSEC;
+    redis::init_tls_conf(conf->redis_tls);
     conf->methods = NGX_CONF_UNSET_UINT;
     conf->required = NGX_CONF_UNSET;
     conf->ttl = NGX_CONF_UNSET_MSEC;
@@ -228,6 +251,9 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_value(conf->enable, prev->enable, 0);
     if (conf->server == nullptr) {
         conf->server = prev->server;
+    }
+    if (redis::merge_tls_conf(cf, conf->redis_tls, prev->redis_tls, conf->server, conf->enable) != NGX_CONF_OK) {
+        return static_cast<char*>(NGX_CONF_ERROR);
     }
     ngx_conf_merge_ptr_value(conf->zone, prev->zone, nullptr);
     ngx_conf_merge_msec_value(conf->redis_timeout, prev->redis_timeout, 1000);

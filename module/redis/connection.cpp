@@ -21,9 +21,9 @@ constexpr size_t read_chunk = 16 * 1024;
 }  // namespace
 
 Connection::Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
-                       bool large_replies, bool data_node) noexcept
+                       bool large_replies, bool data_node, TlsTarget tls) noexcept
     : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node),
-      pipeline_(log)
+      tls_(tls), pipeline_(log)
 {
     retry_event_.handler = on_retry;
     retry_event_.data = this;
@@ -166,6 +166,14 @@ void Connection::connect() noexcept
     conn_->write->log = log_;
     conn_->pool = nullptr;
     state_ = State::connecting;
+    replied_ = false;
+    if (tls_.enabled()) {
+        conn_->pool = ngx_create_pool(512, log_);  // nginx's SSL connection lives there
+        if (conn_->pool == nullptr) {
+            fail("cannot allocate a pool", 0);
+            return;
+        }
+    }
 
     if (!handshake()) {
         fail("cannot queue the handshake", 0);
@@ -176,7 +184,64 @@ void Connection::connect() noexcept
         ngx_add_timer(conn_->write, timeout_);
         return;
     }
+    if (tls_.enabled()) {
+        start_tls();
+        return;
+    }
     connected();
+}
+
+// TLS: the handshake runs within the connect's idempotency_redis_timeout,
+// and nothing queued (AUTH first) is sent before Redis's certificate passed.
+void Connection::start_tls() noexcept
+{
+    if (!conn_->write->timer_set) {
+        ngx_add_timer(conn_->write, timeout_);
+    }
+    ngx_int_t rc = tls_.start(conn_, on_tls_handshake, log_);
+    if (rc != NGX_AGAIN) {
+        tls_done(rc == NGX_OK);
+    }
+}
+
+void Connection::on_tls_handshake(ngx_connection_t* c)
+{
+    auto* self = static_cast<Connection*>(c->data);
+    self->tls_done(c->ssl->handshaked);
+}
+
+void Connection::tls_done(bool handshaken) noexcept
+{
+    if (!handshaken) {
+        if (conn_->write->timedout || conn_->read->timedout) {
+            count(Counter::redis_timeouts);
+            fail("TLS handshake timed out", NGX_ETIMEDOUT);
+            return;
+        }
+        tls_failed(tls_.handshake_failure());
+        return;
+    }
+    if (const char* why = tls_.check(conn_, name_, log_)) {
+        tls_failed(why);
+        return;
+    }
+    conn_->read->handler = on_read;
+    conn_->write->handler = on_write;
+    connected();
+    if (conn_ != nullptr && conn_->read->ready && !conn_->read->posted) {
+        ngx_post_event(conn_->read, &ngx_posted_events);  // what came with the handshake's last record
+    }
+}
+
+// Logged once an outage (a reconnection meets the same refusal), counted
+// every time.
+void Connection::tls_failed(const char* why) noexcept
+{
+    count(Counter::redis_tls_failures);
+    if (backoff_ == 0) {
+        ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: Redis %V: TLS failed: %s", &name_, why);
+    }
+    fail("TLS failed", 0, true);
 }
 
 void Connection::connected() noexcept
@@ -193,7 +258,21 @@ void Connection::connected() noexcept
     flush();
 }
 
-void Connection::fail(const char* why, ngx_err_t err) noexcept
+// A TLS connection that breaks with a fatal alert, or before any reply:
+// TLS 1.3 checks the client certificate after the client's handshake is
+// over, and the alert saying why may be lost to a reset.
+bool Connection::tls_refused() noexcept
+{
+    if (!tls_.enabled() || (tls_.failure() == nullptr && replied_)) {
+        return false;
+    }
+    tls_failed(tls_.failure() ? tls_.failure()
+                              : "Redis closed the connection right after the TLS handshake: it may require or refuse "
+                                "the client certificate (idempotency_redis_ssl_certificate)");
+    return true;
+}
+
+void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
 {
     if (dispatching_ > 0) {
         // A reply handler is running with pointers into our queue: close
@@ -203,12 +282,17 @@ void Connection::fail(const char* why, ngx_err_t err) noexcept
         }
         return;
     }
-    if (why != nullptr && (state_ != State::down || backoff_ == 0)) {
+    if (why != nullptr && !logged && (state_ != State::down || backoff_ == 0)) {
         ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V: %s", &name_, why);
     }
     if (conn_ != nullptr) {
+        ngx_pool_t* pool = conn_->pool;
+        tls_.close(conn_);
         ngx_close_connection(conn_);
         conn_ = nullptr;
+        if (pool != nullptr) {
+            ngx_destroy_pool(pool);
+        }
     }
     if (reader_ != nullptr) {
         redisReaderFree(reader_);
@@ -265,6 +349,10 @@ void Connection::on_write(ngx_event_t* ev)
             self->fail("connect() failed", err);
             return;
         }
+        if (self->tls_.enabled()) {
+            self->start_tls();
+            return;
+        }
         self->connected();
         return;
     }
@@ -279,7 +367,9 @@ void Connection::flush() noexcept
             break;
         }
         if (n == NGX_ERROR || n <= 0) {
-            fail("send() failed", ngx_socket_errno);
+            if (!tls_refused()) {
+                fail("send() failed", ngx_socket_errno);
+            }
             return;
         }
         pipeline_.sent(static_cast<size_t>(n));
@@ -328,6 +418,9 @@ void Connection::read() noexcept
         if (n == NGX_AGAIN) {
             break;
         }
+        if (n <= 0 && tls_refused()) {
+            return;
+        }
         if (n == 0) {
             fail("connection closed by Redis", 0);
             return;
@@ -353,6 +446,7 @@ void Connection::read() noexcept
             if (reply == nullptr) {
                 break;
             }
+            replied_ = true;
             Pending* p = pipeline_.pop();
             if (p == nullptr) {
                 freeReplyObject(reply);
