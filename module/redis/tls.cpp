@@ -57,7 +57,8 @@ TlsClient::~TlsClient()
     }
 }
 
-ngx_int_t TlsClient::start(ngx_connection_t* c, ngx_connection_handler_pt done, ngx_log_t* log) noexcept
+ngx_int_t TlsClient::start(ngx_connection_t* c, const ngx_addr_t& addr, ngx_connection_handler_pt done,
+                           ngx_log_t* log) noexcept
 {
     // nginx logs every failed handshake itself, and every reconnection
     // would repeat it: its SSL layer talks to a log that lets only alerts
@@ -83,7 +84,7 @@ ngx_int_t TlsClient::start(ngx_connection_t* c, ngx_connection_handler_pt done, 
 
     if (host_len_ == 0 && ctx_->conf.name.len == 0) {
         // a node learnt at run time: the address connected to is its name
-        host_len_ = ngx_sock_ntop(c->sockaddr, c->socklen, reinterpret_cast<u_char*>(host_), sizeof(host_) - 1, 0);
+        host_len_ = ngx_sock_ntop(addr.sockaddr, addr.socklen, reinterpret_cast<u_char*>(host_), sizeof(host_) - 1, 0);
         host_[host_len_] = '\0';
         is_ip_ = true;
     }

@@ -37,10 +37,11 @@ public:
 
     bool enabled() const noexcept { return ctx_ != nullptr; }
 
-    // Makes `c` (connected, with a pool) a TLS client and starts the
+    // Makes `c` (connected to `addr`, with a pool) a TLS client and starts the
     // handshake: NGX_OK when done, NGX_AGAIN when `done(c)` will be called
     // (the caller's handlers of c are replaced meanwhile), NGX_ERROR.
-    ngx_int_t start(ngx_connection_t* c, ngx_connection_handler_pt done, ngx_log_t* log) noexcept;
+    ngx_int_t start(ngx_connection_t* c, const ngx_addr_t& addr, ngx_connection_handler_pt done,
+                    ngx_log_t* log) noexcept;
 
     // After the handshake: nullptr when Redis may be talked to, else why
     // not (its chain or name). Logs the handshake at info.
