@@ -120,7 +120,7 @@ GET /t
 checked
 
 
-=== TEST 4: cluster nodes with a certificate the module does not trust: 503, logged once per node with the reason
+=== TEST 4: cluster nodes with a certificate the module does not trust: 503, logged with the reason
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_TLS_PORT_1 ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/other-ca.pem;
