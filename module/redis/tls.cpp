@@ -42,7 +42,7 @@ TlsClient::TlsClient(TlsTarget target) noexcept : ctx_(target.ctx)
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
         host = host.substr(1, host.size() - 2);  // an IPv6 address as URLs write it
     }
-    if (host.size() < sizeof(host_)) {
+    if (!host.empty() && host.size() < sizeof(host_)) {  // empty: named at connect time
         host_len_ = host.size();
         ngx_memcpy(host_, host.data(), host_len_);
         host_[host_len_] = '\0';
