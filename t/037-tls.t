@@ -17,6 +17,8 @@ our (undef, $mtls_port) = start_redis_tls(args => ['--tls-auth-clients', 'yes'])
 our ($auth_plain, $auth_port) = start_redis_tls();
 redis_command_at($auth_plain, 'CONFIG', 'SET', 'requirepass', 'tls-secret-7741');
 our (undef, $v13_port) = start_redis_tls(args => ['--tls-protocols', 'TLSv1.3']);
+# a server that accepts connections and never says a word: no handshake
+$ENV{TEST_NGINX_SILENT_PORT} = IdempotencyTest::start_fake_redis('');
 @ENV{qw(TEST_NGINX_TLS_PORT TEST_NGINX_OTHER_CA_PORT TEST_NGINX_WRONG_NAME_PORT TEST_NGINX_MTLS_PORT
         TEST_NGINX_AUTH_TLS_PORT TEST_NGINX_V13_PORT)}
     = ($port, $other_ca_port, $wrong_name_port, $mtls_port, $auth_port, $v13_port);
@@ -555,3 +557,23 @@ location / {
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_redis": "ssl" is for TCP addresses, not "unix:\/tmp\/no-such-redis\.sock"/
+
+
+=== TEST 23: a server that never answers the handshake: 503 within idempotency_redis_timeout, logged
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_SILENT_PORT ssl;
+idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
+--- config
+location / {
+    idempotency on;
+    idempotency_redis_timeout 300ms;
+    proxy_pass http://backend;
+}
+--- request
+POST /silent/23
+x
+--- more_headers
+Idempotency-Key: tls-23
+--- error_code: 503
+--- error_log eval
+qr/\[error\] .*idempotency: Redis 127\.0\.0\.1:\d+: TLS handshake timed out/
