@@ -3,8 +3,9 @@
 // pipelined on it; replies are matched to commands in order. Commands are
 // written in RESP by resp.hpp and queued in a Pipeline; hiredis parses the
 // replies (reply_reader.hpp); the I/O is nginx's. handshake.cpp holds what is
-// sent first on each new connection; tls.hpp the TLS handshake, when the
-// deployment has `ssl`, between the TCP connect and the first command.
+// sent first on each new connection; connection_tls.cpp (with tls.hpp) the
+// TLS handshake, when the deployment has `ssl`, between the TCP connect and
+// the first command.
 // Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
 // connect and reply timeouts. Knows nothing of requests or records.
 #pragma once
