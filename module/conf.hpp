@@ -23,6 +23,23 @@ struct RedisAuth {
 // master that Redis Sentinel names (`idempotency_redis_sentinel`).
 enum class RedisKind { single, cluster, sentinel };
 
+namespace redis {
+struct TlsContext;
+}
+
+// idempotency_redis_ssl_*: how TLS connections to Redis are made and
+// checked (redis/tls_conf.*). A location's settings travel with it; the
+// RedisServer it names holds the context built from them.
+struct RedisTlsConf {
+    ngx_flag_t verify;
+    ngx_str_t name;                 // empty: the host of each address
+    ngx_str_t trusted_certificate;
+    ngx_str_t certificate;
+    ngx_str_t certificate_key;
+    ngx_uint_t protocols;           // NGX_SSL_TLSv1_2 | ...
+    ngx_str_t ciphers;
+};
+
 // One Redis deployment named by a directive; each worker keeps one store
 // (and its connections) per distinct deployment.
 struct RedisServer {
@@ -33,6 +50,8 @@ struct RedisServer {
     ngx_str_t master_name;     // sentinel: the monitored master's name
     RedisAuth auth;            // for data nodes
     RedisAuth sentinel_auth;   // sentinel: for the sentinels themselves
+    bool ssl;                  // the `ssl` parameter: every connection of the deployment is TLS
+    const redis::TlsContext* tls;  // with ssl: built from the TLS settings of the locations naming it
     ngx_uint_t index;     // position in MainConf::servers
 };
 
@@ -45,6 +64,7 @@ struct LocConf {
     RedisServer* server;
     ngx_shm_zone_t* zone;                 // idempotency_store zone=NAME; nullptr: Redis
     ngx_msec_t redis_timeout;
+    RedisTlsConf redis_tls;
     ngx_uint_t methods;                   // NGX_HTTP_* bit mask
     ngx_str_t header;                     // request header carrying the key
     ngx_http_complex_value_t* key;        // idempotency_key: the key from variables instead

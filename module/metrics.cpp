@@ -38,6 +38,8 @@ constexpr SimpleCounter simple_counters[] = {
     {Counter::redis_errors, "idempotency_redis_errors_total", "Error replies from Redis."},
     {Counter::redis_timeouts, "idempotency_redis_timeouts_total", "Claims and connections that timed out waiting for Redis."},
     {Counter::redis_reconnects, "idempotency_redis_reconnects_total", "Connections to Redis made again after a failure."},
+    {Counter::redis_tls_failures, "idempotency_redis_tls_failures_total",
+     "TLS handshakes with Redis, or checks of its certificate, that failed."},
     {Counter::stored_responses, "idempotency_stored_responses_total", "Records sent to Redis for storing (responses and markers)."},
     {Counter::stored_bytes, "idempotency_stored_bytes_total", "Bytes of the records sent to Redis for storing."},
 };

@@ -10,6 +10,7 @@
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"
 #include "redis/redis_store.hpp"
+#include "redis/tls_conf.hpp"
 #include "zone/zone_conf.hpp"
 #include "zone/zone_store.hpp"
 
@@ -25,10 +26,10 @@ using Setter = char* (*)(ngx_conf_t*, ngx_command_t*, void*);
 // A directive of http, server and location blocks, kept in LocConf: at
 // `offset` by one of nginx's slot setters, or by a setter of the module's
 // own (which reads `offset` as it likes).
-ngx_command_t directive(ngx_str_t name, ngx_uint_t args, Setter set, ngx_uint_t offset = 0)
+ngx_command_t directive(ngx_str_t name, ngx_uint_t args, Setter set, ngx_uint_t offset = 0, void* post = nullptr)
 {
     return {name, NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | args, set, NGX_HTTP_LOC_CONF_OFFSET,
-            offset, nullptr};
+            offset, post};
 }
 
 ngx_command_t commands[] = {
@@ -39,6 +40,13 @@ ngx_command_t commands[] = {
     {ngx_string("idempotency_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, zone::set_zone, NGX_HTTP_MAIN_CONF_OFFSET, 0, nullptr},
     directive(ngx_string("idempotency_store"), NGX_CONF_TAKE1, zone::set_store),
     directive(ngx_string("idempotency_redis_timeout"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, redis_timeout)),
+    directive(ngx_string("idempotency_redis_ssl_verify"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, redis_tls.verify)),
+    directive(ngx_string("idempotency_redis_ssl_name"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, redis_tls.name)),
+    directive(ngx_string("idempotency_redis_ssl_trusted_certificate"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, redis_tls.trusted_certificate)),
+    directive(ngx_string("idempotency_redis_ssl_certificate"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, redis_tls.certificate)),
+    directive(ngx_string("idempotency_redis_ssl_certificate_key"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, redis_tls.certificate_key)),
+    directive(ngx_string("idempotency_redis_ssl_protocols"), NGX_CONF_1MORE, ngx_conf_set_bitmask_slot, offsetof(LocConf, redis_tls.protocols), redis::tls_protocols),
+    directive(ngx_string("idempotency_redis_ssl_ciphers"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, redis_tls.ciphers)),
     directive(ngx_string("idempotency_methods"), NGX_CONF_1MORE, set_methods),
     directive(ngx_string("idempotency_header"), NGX_CONF_TAKE1, set_header),
     directive(ngx_string("idempotency_key"), NGX_CONF_TAKE1, ngx_http_set_complex_value_slot, offsetof(LocConf, key)),
@@ -173,6 +181,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->enable = NGX_CONF_UNSET;
     conf->zone = static_cast<ngx_shm_zone_t*>(NGX_CONF_UNSET_PTR);
     conf->redis_timeout = NGX_CONF_UNSET_MSEC;
+    redis::init_tls_conf(conf->redis_tls);
     conf->methods = NGX_CONF_UNSET_UINT;
     conf->required = NGX_CONF_UNSET;
     conf->ttl = NGX_CONF_UNSET_MSEC;
@@ -195,6 +204,9 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_value(conf->enable, prev->enable, 0);
     if (conf->server == nullptr) {
         conf->server = prev->server;
+    }
+    if (redis::merge_tls_conf(cf, conf->redis_tls, prev->redis_tls, conf->server, conf->enable) != NGX_CONF_OK) {
+        return static_cast<char*>(NGX_CONF_ERROR);
     }
     ngx_conf_merge_ptr_value(conf->zone, prev->zone, nullptr);
     ngx_conf_merge_msec_value(conf->redis_timeout, prev->redis_timeout, 1000);

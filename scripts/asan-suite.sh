@@ -5,6 +5,7 @@
 # the generated modules file alike), then runs the Test::Nginx suite with
 # every nginx under scripts/asan-nginx.sh, loading that build. Fails if a
 # sanitizer reported anything about the module, or if prove fails.
+# ASAN_TESTS="t/037-tls.t t/038-tls-cluster.t" runs only those files.
 #
 # What counts as a report: every ASan memory error and every UBSan runtime
 # error, wherever it is; a leak when its allocation stack goes through the
@@ -77,7 +78,7 @@ cd "$repo"
 start=$SECONDS
 ASAN_LOG_DIR="$logs" TEST_NGINX_BINARY="$repo/scripts/asan-nginx.sh" \
     TEST_NGINX_SERVROOT="$asan/servroot" TEST_NGINX_MODULE="$asan/$so" \
-    prove $inc -r t > "$logs/prove.log" 2>&1
+    prove $inc ${ASAN_TESTS:--r t} > "$logs/prove.log" 2>&1
 prove_rc=$?
 echo "prove under ASan+UBSan ($((SECONDS - start)) s): $(grep -E '^(Result|Files=)' "$logs/prove.log" | tr '\n' ' ')"
 grep -E '^t/.*(Failed|Wstat)' "$logs/prove.log" || true

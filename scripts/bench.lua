@@ -3,7 +3,7 @@
 -- Settings come from the environment (wrk passes no options to init in the
 -- main state, and done() runs there):
 --   BENCH_MODE        plain | new | replay | nokey | zone-new | zone-replay
---                     | cluster-1 | cluster-2 | cluster-3 | mix
+--                     | new-tls | replay-tls | cluster-1 | cluster-2 | cluster-3 | mix
 --   BENCH_RUN         a string unique to this wrk run (keys of `new` never repeat)
 --   BENCH_BODY        the request body (JSON)
 --   BENCH_REPLAY_KEY  the key every `replay` request sends (stored beforehand)
@@ -13,6 +13,7 @@
 -- a few string concatenations), so wrk's own cost is the same in all cells.
 -- `plain` sends to /plain/pay (no module), `zone-new` to /zone/pay and
 -- `zone-replay` to /zone-replay/pay (the shared memory zone store),
+-- `new-tls` and `replay-tls` to /idem-tls/pay (Redis over TLS),
 -- `cluster-N` to /clusterN/pay (a Redis Cluster of N masters, fresh keys),
 -- the others to /idem/pay (Redis).
 -- At the end one line starting with "BENCH " gives the figures scripts/bench.sh
@@ -42,6 +43,8 @@ local key_head  = head("/idem/pay") .. "Idempotency-Key: "
 local replay_req = key_head .. replay_key .. "\r\n" .. tail
 local zone_key_head = head("/zone/pay") .. "Idempotency-Key: "
 local zone_replay_req = head("/zone-replay/pay") .. "Idempotency-Key: " .. replay_key .. "\r\n" .. tail
+local tls_key_head = head("/idem-tls/pay") .. "Idempotency-Key: "
+local tls_replay_req = tls_key_head .. replay_key .. "\r\n" .. tail
 local prefix
 local sent = 0
 
@@ -66,6 +69,8 @@ local builders = {
     new    = fresh,
     ["zone-new"]    = zone_fresh,
     ["zone-replay"] = function() return zone_replay_req end,
+    ["new-tls"]     = function() return tls_key_head .. prefix .. sent .. "\r\n" .. tail end,
+    ["replay-tls"]  = function() return tls_replay_req end,
     -- 40% new keys, 40% replays of the pool's keys, 20% without a key
     mix    = function()
         local slot = sent % 10

@@ -25,6 +25,10 @@
 #           (idempotency_zone zone=bench:1024m; the new cell's records have
 #           idempotency_ttl 10s, so that its fresh keys expire and are
 #           reclaimed in steady state instead of filling the zone)
+#   new-tls, replay-tls
+#           new and replay with a second redis-server reached over TLS
+#           (idempotency_redis ... ssl, its certificate checked against a CA
+#           made here with openssl): the cost of TLS to Redis
 #   cluster-1, cluster-2, cluster-3
 #           new keys through Redis Clusters of 1, 2 and 3 masters
 #           (idempotency_redis_cluster; no replicas, slots split evenly);
@@ -167,7 +171,7 @@ wait_for() {  # wait_for WHAT PID COMMAND...: up to 10 s, while PID runs
     die "$what did not come up; see $tmp"
 }
 
-read -r REDIS_PORT UP_PORT GW_PORT RSS_PORT <<<"$(free_ports 4)"
+read -r REDIS_PORT UP_PORT GW_PORT RSS_PORT TLS_PLAIN_PORT TLS_PORT <<<"$(free_ports 6)"
 RUN_ID="b$(date +%s)$RANDOM"
 BODY='{"amount":1000,"currency":"eur","customer":"cus_bench","description":"benchmark payment"}'
 REPLAY_KEY="bench-replay-$RUN_ID"
@@ -183,6 +187,27 @@ start_redis() {
     start_bg redis-server "$tmp/redis.log" "${redis_cmd[@]}"
     REDIS_PID=$started_pid
     wait_for redis-server "$REDIS_PID" rcli ping
+}
+
+# The Redis of the *-tls cells: a TLS port (and a plain one for redis-cli),
+# its certificate for 127.0.0.1 signed by a CA made here.
+start_redis_tls() {
+    local d="$tmp/tls"
+    mkdir -p "$d" "$tmp/redis-tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -keyout "$d/ca.key" \
+        -out "$d/ca.pem" -subj /CN=bench-ca >"$d/openssl.log" 2>&1 || die "openssl (CA) failed; see $d"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/server.key" -out "$d/server.csr" \
+        -subj /CN=127.0.0.1 >>"$d/openssl.log" 2>&1 || die "openssl (request) failed; see $d"
+    echo "subjectAltName=IP:127.0.0.1" >"$d/server.ext"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+        -out "$d/server.pem" -extfile "$d/server.ext" >>"$d/openssl.log" 2>&1 || die "openssl (sign) failed; see $d"
+    chmod 0644 "$d"/*
+    start_bg "redis-server (TLS)" "$tmp/redis-tls.log" "$REDIS_SERVER" --bind 127.0.0.1 --port "$TLS_PLAIN_PORT" \
+        --tls-port "$TLS_PORT" --tls-cert-file "$d/server.pem" --tls-key-file "$d/server.key" \
+        --tls-ca-cert-file "$d/ca.pem" --tls-auth-clients no --save '' --appendonly no --dir "$tmp/redis-tls" \
+        --daemonize no
+    REDIS_TLS_PID=$started_pid
+    wait_for "redis-server (TLS)" "$REDIS_TLS_PID" "$REDIS_CLI" -h 127.0.0.1 -p "$TLS_PLAIN_PORT" ping
 }
 
 # Three Redis Clusters for the cluster-N cells: of 1, 2 and 3 masters (no
@@ -285,6 +310,12 @@ $(nginx_common "$d")
         location /idem/  { idempotency on;  proxy_pass http://backend; }
         location /zone/  { idempotency on;  idempotency_store zone=bench; idempotency_ttl 10s; proxy_pass http://backend; }
         location /zone-replay/ { idempotency on; idempotency_store zone=bench; proxy_pass http://backend; }
+        location /idem-tls/ {
+            idempotency on;
+            idempotency_redis 127.0.0.1:$TLS_PORT ssl;
+            idempotency_redis_ssl_trusted_certificate $tmp/tls/ca.pem;
+            proxy_pass http://backend;
+        }
 $(for n in 1 2 3; do
     printf '        location /cluster%s/ { idempotency on; idempotency_redis_cluster 127.0.0.1:%s; proxy_pass http://backend; }\n' \
         "$n" "${CLUSTER_PORTS[$n]%% *}"
@@ -332,6 +363,10 @@ check_gateway() {  # check_gateway PORT KEY: the cells answer what they should; 
     r=$(post "$port" /zone-replay/pay "$key") || die "zone-replay: no answer"
     [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "zone-replay: expected a replayed 201, got: $r"
     UP_BODY_BYTES=$(printf '%s' "${r#*$'\r\n\r\n'}" | wc -c)
+    r=$(post "$port" /idem-tls/pay "$key") || die "new-tls: no answer"
+    [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "new-tls: expected a fresh 201, got: ${r%%$'\r'*}"
+    r=$(post "$port" /idem-tls/pay "$key") || die "replay-tls: no answer"
+    [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "replay-tls: expected a replayed 201, got: $r"
     local n
     for n in 1 2 3; do
         r=$(post "$port" "/cluster$n/pay" "$key-cluster-$n") || die "cluster-$n: no answer"
@@ -341,7 +376,7 @@ check_gateway() {  # check_gateway PORT KEY: the cells answer what they should; 
 
 # ------------------------------------------------------------------ wrk
 
-CELLS=(plain new replay nokey zone-new zone-replay cluster-1 cluster-2 cluster-3)
+CELLS=(plain new replay nokey zone-new zone-replay new-tls replay-tls cluster-1 cluster-2 cluster-3)
 export BENCH_CELLS="${CELLS[*]}"    # the order of the report's tables
 
 # wrk_start PURPOSE MODE SECONDS PORT LOG [CONNS]: wrk in the background
@@ -465,6 +500,8 @@ fi
 
 start_redis
 note "redis-server pid $REDIS_PID on 127.0.0.1:$REDIS_PORT"
+start_redis_tls
+note "redis-server (TLS) pid $REDIS_TLS_PID on 127.0.0.1:$TLS_PORT (TLS), $TLS_PLAIN_PORT"
 if [ "$do_cells" = 1 ]; then
     start_clusters
     for n in 1 2 3; do note "Redis Cluster of $n master(s): ports ${CLUSTER_PORTS[$n]}, pids ${CLUSTER_PIDS[$n]}"; done
@@ -509,6 +546,7 @@ redis_ns() {  # redis_ns CELL: CPU time of the redis-server(s) that CELL uses
     local pid total=0
     case "$1" in
     cluster-*) for pid in ${CLUSTER_PIDS[${1#cluster-}]}; do total=$((total + $(proc_ns "$pid"))); done ;;
+    *-tls) total=$(proc_ns "$REDIS_TLS_PID") ;;
     *) total=$(proc_ns "$REDIS_PID") ;;
     esac
     echo "$total"

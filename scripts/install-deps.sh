@@ -5,7 +5,7 @@
 # missing), e.g. scripts/build-deb.sh's build dependencies.
 set -euo pipefail
 
-packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev redis-server libgtest-dev curl wrk
+packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev openssl redis-server libgtest-dev curl wrk
           clang libclang-rt-14-dev
           build-essential dpkg-dev debhelper)
 [ $# -eq 0 ] || packages=("$@")

@@ -39,6 +39,8 @@ worker_processes 1; error_log $dir/up/logs/error.log; pid $dir/up/nginx.pid;
 events {}
 http { access_log off; client_body_temp_path $dir/up/b; proxy_temp_path $dir/up/p; fastcgi_temp_path $dir/up/f; uwsgi_temp_path $dir/up/u; scgi_temp_path $dir/up/s;
   server { listen 127.0.0.1:$up_port; default_type application/json;
+    location /static/ { root $dir/up; }
+    location /v1/big { proxy_method GET; proxy_pass http://127.0.0.1:$up_port/static/big.json; }
     location / { return 201 '{"id":"pay_0123456789abcdef","object":"payment","amount":100,"currency":"eur","status":"succeeded","created":1700000000,"description":"benchmark payment","metadata":{"order":"42"},"livemode":false}'; } } }
 CONF
 "$NGINX_BIN" -p "$dir/up" -c "$dir/up/nginx.conf"
@@ -64,18 +66,19 @@ CONF
 # N sequential POSTs on one keep-alive connection; keys per cell
 drive() {  # drive CELL N
     perl -MIO::Socket::INET -e '
-        my ($port, $cell, $n, $tag) = @ARGV;
+        my ($port, $cell, $n, $tag, $path) = @ARGV;
+        alarm 120;  # a gateway that stops answering ends the run
         my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port") or die "connect: $!";
         for my $i (1 .. $n) {
             my $key = $cell eq "new" ? "Idempotency-Key: $tag-$i\r\n"
-                    : $cell eq "replay" ? "Idempotency-Key: the-one\r\n" : "";
-            print $s "POST /v1/payments HTTP/1.1\r\nHost: gw\r\n${key}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 10\r\n\r\namount=100";
+                    : $cell eq "replay" ? "Idempotency-Key: the-one$path\r\n" : "";
+            print $s "POST $path HTTP/1.1\r\nHost: gw\r\n${key}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 10\r\n\r\namount=100";
             my $head = "";
             while ($head !~ /\r\n\r\n/) { sysread($s, $head, 1, length $head) or die "closed" }
             my ($len) = $head =~ /Content-Length: (\d+)/i;
             my $body = ""; while (length $body < $len) { sysread($s, $body, $len - length $body, length $body) or die "closed" }
             $head =~ m{^HTTP/1.1 20[01]} or die "unexpected answer: $head";
-        }' "$gw_port" "$1" "$2" "$RANDOM$RANDOM"
+        }' "$gw_port" "$1" "$2" "$RANDOM$RANDOM" "${PATH_URI:-/v1/payments}"
 }
 
 count() {  # count CELL N -> total instructions of the gateway process
@@ -87,7 +90,7 @@ count() {  # count CELL N -> total instructions of the gateway process
     wait_port "$gw_port"
     drive "$1" "$2"
     kill -QUIT "$vg"; wait "$vg" || true
-    [ -n "${PROFILE_DIR:-}" ] && cp "$dir/cg.out" "$PROFILE_DIR/callgrind.$1.$2.out"
+    [ -n "${PROFILE_DIR:-}" ] && cp "$dir/cg.out" "$PROFILE_DIR/callgrind.$1.$2${PATH_URI:+.big}.out"
     awk '/^(summary|totals):/ {print $2; exit}' "$dir/cg.out"
 }
 
@@ -97,11 +100,39 @@ gateway_conf replay
 pids+=("$warm")
 wait_port "$gw_port"; drive replay 1; kill -QUIT "$warm"; wait "$warm" || true
 
+declare -A small_of
 printf '| cell | instructions per request | module work per request |\n|---|---|---|\n'
 plain=
 for cell in plain new replay nokey; do
     a=$(count "$cell" "$N1"); b=$(count "$cell" "$N2")
     per=$(( (b - a) / (N2 - N1) ))
     [ "$cell" = plain ] && plain=$per
+    small_of[$cell]=$per
     printf '| %s | %d | %s |\n' "$cell" "$per" "$([ "$cell" = plain ] && echo — || echo $((per - plain)))"
+done
+
+# The same with a 256 KB response (a static file the upstream serves):
+# what each KB of response costs, against plain's per KB. Fewer requests:
+# every new one stores 256 KB in Redis.
+mkdir -p "$dir/up/static"
+head -c 262144 /dev/zero | tr '\0' 'x' > "$dir/up/static/big.json"
+chmod 755 "$dir" "$dir/up" "$dir/up/static"; chmod 644 "$dir/up/static/big.json"  # workers may run as nobody
+B1=${B1:-20}
+B2=${B2:-120}
+export PATH_URI=/v1/big
+gateway_conf replay
+"$NGINX_BIN" -p "$dir/gw" -c "$dir/gw/nginx.conf" & warm=$!
+pids+=("$warm")
+wait_port "$gw_port"; drive replay 1; kill -QUIT "$warm"; wait "$warm" || true
+
+printf '\n| cell, 256 KB response | instructions per request | per KB of response | × plain per KB |\n|---|---|---|---|\n'
+plain_kb=
+for cell in plain new replay; do
+    a=$(count "$cell" "$B1"); b=$(count "$cell" "$B2")
+    per=$(( (b - a) / (B2 - B1) ))
+    small=${small_of[$cell]}
+    kb=$(( (per - small) * 1000 / 256 ))  # per KB, in thousandths of an instruction
+    [ "$cell" = plain ] && plain_kb=$kb
+    printf '| %s | %d | %d.%03d | %s |\n' "$cell" "$per" $((kb / 1000)) $((kb % 1000)) \
+        "$(awk -v a="$kb" -v b="$plain_kb" 'BEGIN { printf "%.2f", a / b }')"
 done

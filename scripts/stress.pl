@@ -2,7 +2,7 @@
 # stress.pl — stress and failure-injection runs for ngx_http_idempotency_module
 # (what `make stress` runs).
 #
-#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,7,8,9,10] [--scale F] [--keep] [--verbose]
+#   perl scripts/stress.pl [--scenarios 1,2,3,4,5,6,7,8,9,10,11] [--scale F] [--keep] [--verbose]
 #
 # Starts everything it needs itself, on free 127.0.0.1 ports, in a temp dir:
 # one redis-server, the counting upstream (scripts/upstream.pl) and, per
@@ -48,6 +48,10 @@
 #      first attempt gets its execution or 503, a retry a replay, 409, 410,
 #      503 or the key's first execution; once every claim has expired or
 #      been resolved in Redis, each key once more: the same.
+#  11  scenario 1 (11a: wait 0, 11b: wait 5s) against a second redis-server
+#      reached over TLS (idempotency_redis ... ssl, its certificate checked
+#      against a CA made here with openssl): one execution, the response
+#      stored in that Redis, no TLS failure counted.
 #
 # Environment: NGINX_BIN (default: nginx from PATH, else /usr/sbin/nginx; an
 # absolute path is needed for the binary upgrade), REDIS_SERVER (default
@@ -84,7 +88,7 @@ $| = 1;
 
 # ---------------------------------------------------------------- options
 
-my %opt = (scenarios => '1,2,3,4,5,6,7,8,9,10', scale => 1, keep => 0, verbose => 0);
+my %opt = (scenarios => '1,2,3,4,5,6,7,8,9,10,11', scale => 1, keep => 0, verbose => 0);
 GetOptions(
     'scenarios=s' => \$opt{scenarios},
     'scale=f'     => \$opt{scale},
@@ -726,6 +730,52 @@ sub redis_stop {
     $REDIS_PID = undef;
 }
 
+# A second redis-server with a TLS port (and a plain one, for the checks),
+# its certificate for 127.0.0.1 signed by a CA made here; started once.
+my ($TLS_REDIS_PORT, $TLS_PORT, $TLS_REDIS_PID);
+
+sub openssl_run {
+    my $out = `openssl @_ 2>&1`;
+    die "stress.pl: openssl @_ failed:\n$out" if $?;
+}
+
+sub tls_redis_start {
+    return if $TLS_REDIS_PID && running($TLS_REDIS_PID);
+    my $d = "$TMP/tls";
+    make_path($d);
+    if (!-e "$d/server.pem") {
+        openssl_run('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', 2,
+                    '-keyout', "$d/ca.key", '-out', "$d/ca.pem", '-subj', '/CN=stress-ca');
+        openssl_run('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+                    '-keyout', "$d/server.key", '-out', "$d/server.csr", '-subj', '/CN=127.0.0.1');
+        open my $fh, '>', "$d/server.ext" or die "stress.pl: $d/server.ext: $!\n";
+        print {$fh} "subjectAltName=IP:127.0.0.1\n";
+        close $fh;
+        openssl_run('x509', '-req', '-in', "$d/server.csr", '-CA', "$d/ca.pem", '-CAkey', "$d/ca.key",
+                    '-CAcreateserial', '-days', 2, '-out', "$d/server.pem", '-extfile', "$d/server.ext");
+        chmod 0644, glob "$d/*";   # workers run as another user when we are root
+    }
+    ($TLS_REDIS_PORT, $TLS_PORT) = (free_port(), free_port());
+    $TLS_REDIS_PID = spawn('redis-server (TLS)', "$TMP/redis-tls.log", $REDIS,
+        '--bind', '127.0.0.1', '--port', $TLS_REDIS_PORT, '--tls-port', $TLS_PORT,
+        '--tls-cert-file', "$d/server.pem", '--tls-key-file', "$d/server.key", '--tls-ca-cert-file', "$d/ca.pem",
+        '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no', '--daemonize', 'no');
+    my $deadline = time + STARTUP_TIMEOUT;
+    while (time < $deadline) {
+        die "stress.pl: redis-server (TLS) exited; see $TMP/redis-tls.log\n" unless running($TLS_REDIS_PID);
+        my $pong = eval { redis_command_at($TLS_REDIS_PORT, 'PING') };
+        return if defined $pong && $pong eq 'PONG';
+        sleep 0.05;
+    }
+    die "stress.pl: redis-server (TLS) did not answer on 127.0.0.1:$TLS_REDIS_PORT\n";
+}
+
+sub tls_locations {
+    my $tls = "idempotency_redis 127.0.0.1:$TLS_PORT ssl; idempotency_redis_ssl_trusted_certificate $TMP/tls/ca.pem;";
+    return "        location /s11w0/ { idempotency on; $tls proxy_pass http://payments; }\n"
+         . "        location /s11w5/ { idempotency on; idempotency_wait 5s; $tls proxy_pass http://payments; }\n";
+}
+
 # ---------------------------------------------------------------- upstream
 
 my ($UP_PORT, $UP_PID, $UP_LOG);
@@ -1096,13 +1146,17 @@ sub backoff {
 
 # ---------------------------------------------------------------- scenario 1
 
+# $store: 0 (Redis), 1 (the shared memory zone) or 'tls' (Redis over TLS).
 sub scenario1 {
-    my ($id, $wait, $zone) = @_;
-    my $loc = ($zone ? 's7' : 's1') . ($wait ? 'w5' : 'w0');
+    my ($id, $wait, $store) = @_;
+    my $zone = $store && $store ne 'tls';
+    my $tls = $store && $store eq 'tls';
+    my $loc = ($zone ? 's7' : $tls ? 's11' : 's1') . ($wait ? 'w5' : 'w0');
     my $sc = scenario_begin($id, "$S1_REQUESTS simultaneous POSTs, one key, upstream sleep=1, "
                                  . "idempotency_wait " . ($wait ? '5s' : '0')
-                                 . ($zone ? ', store: shared memory zone' : ''));
-    my $ng = nginx_start("s$id", workers => 2);
+                                 . ($zone ? ', store: shared memory zone' : $tls ? ', store: Redis over TLS' : ''));
+    tls_redis_start() if $tls;
+    my $ng = nginx_start("s$id", workers => 2, $tls ? (locations => tls_locations()) : ());
     my $path = "/$loc/pay";
     my $key = "s$id-" . int(rand 1e9);
     my @res;
@@ -1142,6 +1196,14 @@ sub scenario1 {
             if @conflicts;
         my ($max) = sort { $b <=> $a } map { $_->{elapsed} } @res;
         push @{ $sc->{notes} }, sprintf "slowest answer %.2f s", $max // 0;
+    }
+    if ($tls) {
+        my $failures = metrics_value($ng->{port}, 'idempotency_redis_tls_failures_total') // -1;
+        fail($sc, "idempotency_redis_tls_failures_total is $failures, expected 0") if $failures != 0;
+        require Digest::SHA;
+        my $record = eval { redis_command_at($TLS_REDIS_PORT, 'GET', 'idem:' . Digest::SHA::sha256_hex("0:$key")) };
+        fail($sc, "the Redis reached over TLS holds no response for the key")
+            unless defined $record && length $record > 4 && ord(substr($record, 4, 1)) == 2;
     }
     nginx_stop($ng);
     report_log($sc, $ng);
@@ -2600,6 +2662,7 @@ sub main {
         ['8', \&scenario8],
         ['9', \&scenario9],
         ['10', \&scenario10],
+        ['11', sub { scenario1('11a', 0, 'tls'); scenario1('11b', 1, 'tls') }],
     );
     for my $step (@plan) {
         next unless $want{ $step->[0] };

@@ -12,6 +12,7 @@
 #include "../conf.hpp"
 #include "cluster.hpp"
 #include "router.hpp"
+#include "tls_conf.hpp"
 
 namespace idem::redis {
 namespace {
@@ -41,7 +42,7 @@ public:
     {
         for (ngx_uint_t i = 0; i < server_.nurls; i++) {
             const ngx_url_t& url = server_.urls[i];
-            if (add_node(nullptr, url.addrs[0]) == nullptr) {
+            if (add_node(nullptr, url.addrs[0], view(url.host)) == nullptr) {
                 return false;
             }
         }
@@ -97,7 +98,7 @@ private:
 
     // The node at `addr`, added if it is new; nullptr when there are too
     // many (or out of memory). Takes `endpoint` (may be nullptr for a seed).
-    Node* add_node(Endpoint* endpoint, const ngx_addr_t& addr) noexcept
+    Node* add_node(Endpoint* endpoint, const ngx_addr_t& addr, std::string_view host = {}) noexcept
     {
         for (unsigned i = 0; i < node_count_; i++) {
             if (ngx_cmp_sockaddr(nodes_[i].addr->sockaddr, nodes_[i].addr->socklen, addr.sockaddr, addr.socklen, 1)
@@ -116,7 +117,7 @@ private:
         n.endpoint = endpoint;
         n.addr = endpoint ? &endpoint->addr : &addr;
         n.name = endpoint ? &endpoint->name : &addr.name;
-        n.conn = new (std::nothrow) Connection(*n.name, *n.addr, server_.auth, log_, true);
+        n.conn = new (std::nothrow) Connection(*n.name, *n.addr, server_.auth, log_, true, true, tls_target(server_, host));
         if (n.conn == nullptr) {
             free_endpoint(endpoint);
             return nullptr;

@@ -21,9 +21,9 @@ constexpr size_t read_chunk = 16 * 1024;
 }  // namespace
 
 Connection::Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
-                       bool large_replies, bool data_node) noexcept
+                       bool large_replies, bool data_node, TlsTarget tls) noexcept
     : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node),
-      pipeline_(log)
+      tls_(tls), pipeline_(log)
 {
     set_event(retry_event_, on_retry, this, log, true);
     set_event(failure_event_, on_deferred_failure, this, log);
@@ -159,6 +159,14 @@ void Connection::connect() noexcept
     conn_->write->log = log_;
     conn_->pool = nullptr;
     state_ = State::connecting;
+    replied_ = false;
+    if (tls_.enabled()) {
+        conn_->pool = ngx_create_pool(512, log_);  // nginx's SSL connection lives there
+        if (conn_->pool == nullptr) {
+            fail("cannot allocate a pool", 0);
+            return;
+        }
+    }
 
     if (!handshake()) {
         fail("cannot queue the handshake", 0);
@@ -167,6 +175,10 @@ void Connection::connect() noexcept
 
     if (rc == NGX_AGAIN) {
         ngx_add_timer(conn_->write, timeout_);
+        return;
+    }
+    if (tls_.enabled()) {
+        start_tls();
         return;
     }
     connected();
@@ -186,7 +198,7 @@ void Connection::connected() noexcept
     flush();
 }
 
-void Connection::fail(const char* why, ngx_err_t err) noexcept
+void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
 {
     if (dispatching_ > 0) {
         // A reply handler is running with pointers into our queue: close
@@ -196,12 +208,17 @@ void Connection::fail(const char* why, ngx_err_t err) noexcept
         }
         return;
     }
-    if (why != nullptr && (state_ != State::down || backoff_ == 0)) {
+    if (why != nullptr && !logged && (state_ != State::down || backoff_ == 0)) {
         ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V: %s", &name_, why);
     }
     if (conn_ != nullptr) {
+        ngx_pool_t* pool = conn_->pool;
+        tls_.close(conn_);
         ngx_close_connection(conn_);
         conn_ = nullptr;
+        if (pool != nullptr) {
+            ngx_destroy_pool(pool);
+        }
     }
     if (reader_ != nullptr) {
         redisReaderFree(reader_);
@@ -258,6 +275,10 @@ void Connection::on_write(ngx_event_t* ev)
             self->fail("connect() failed", err);
             return;
         }
+        if (self->tls_.enabled()) {
+            self->start_tls();
+            return;
+        }
         self->connected();
         return;
     }
@@ -272,7 +293,9 @@ void Connection::flush() noexcept
             break;
         }
         if (n == NGX_ERROR || n <= 0) {
-            fail("send() failed", ngx_socket_errno);
+            if (!tls_refused()) {
+                fail("send() failed", ngx_socket_errno);
+            }
             return;
         }
         pipeline_.sent(static_cast<size_t>(n));
@@ -321,6 +344,9 @@ void Connection::read() noexcept
         if (n == NGX_AGAIN) {
             break;
         }
+        if (n <= 0 && tls_refused()) {
+            return;
+        }
         if (n == 0) {
             fail("connection closed by Redis", 0);
             return;
@@ -346,6 +372,7 @@ void Connection::read() noexcept
             if (reply == nullptr) {
                 break;
             }
+            replied_ = true;
             Pending* p = pipeline_.pop();
             if (p == nullptr) {
                 freeReplyObject(reply);

@@ -3,7 +3,9 @@
 // pipelined on it; replies are matched to commands in order. Commands are
 // written in RESP by resp.hpp and queued in a Pipeline; hiredis parses the
 // replies (reply_reader.hpp); the I/O is nginx's. handshake.cpp holds what is
-// sent first on each new connection.
+// sent first on each new connection; connection_tls.cpp (with tls.hpp) the
+// TLS handshake, when the deployment has `ssl`, between the TCP connect and
+// the first command.
 // Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
 // connect and reply timeouts. Knows nothing of requests or records.
 #pragma once
@@ -12,6 +14,7 @@
 
 #include "../ngx.hpp"
 #include "pipeline.hpp"
+#include "tls.hpp"
 
 struct redisReader;
 
@@ -28,8 +31,9 @@ public:
     // cluster's slot map); otherwise 16, which the store's commands never
     // exceed. `data_node`: the module's keys live there, and each new
     // connection checks that Redis will not evict them (INFO memory).
+    // `tls`: its context outlives the connection (plain TCP by default).
     Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
-               bool large_replies = false, bool data_node = true) noexcept;
+               bool large_replies = false, bool data_node = true, TlsTarget tls = {}) noexcept;
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -57,7 +61,11 @@ private:
                bool queue_while_down) noexcept;
     void connect() noexcept;
     void connected() noexcept;
-    void fail(const char* why, ngx_err_t err) noexcept;
+    void start_tls() noexcept;
+    void tls_done(bool handshaken) noexcept;
+    void tls_failed(const char* why) noexcept;
+    bool tls_refused() noexcept;
+    void fail(const char* why, ngx_err_t err, bool logged = false) noexcept;
     void flush() noexcept;
     void read() noexcept;
     void arm_reply_timer() noexcept;
@@ -68,6 +76,7 @@ private:
     static void on_retry(ngx_event_t* ev);
     static void on_deferred_failure(ngx_event_t* ev);
     static void on_flush(ngx_event_t* ev);
+    static void on_tls_handshake(ngx_connection_t* c);
     static void on_handshake_reply(void* data, redisReply* reply);
     static void on_memory_info(void* data, redisReply* reply);
 
@@ -81,6 +90,7 @@ private:
     ngx_peer_connection_t peer_{};
     ngx_connection_t* conn_ = nullptr;
     redisReader* reader_ = nullptr;
+    TlsClient tls_;
 
     Pipeline pipeline_;
 
@@ -91,6 +101,7 @@ private:
     ngx_event_t failure_event_{};  // runs a failure found inside command()
     ngx_event_t flush_event_{};    // writes what this event-loop turn queued, in one send()
     bool closing_ = false;    // worker exit: accept nothing more
+    bool replied_ = false;    // this connection has had a reply
     int dispatching_ = 0;     // inside reply handlers or command(): defer failures
     const char* deferred_failure_ = nullptr;
 };

@@ -89,9 +89,11 @@ bool same_auth(const RedisAuth& a, const RedisAuth& b)
     return a.db == b.db && view(a.password) == view(b.password) && view(a.username) == view(b.username);
 }
 
+}  // namespace
+
 bool same_deployment(const RedisServer& a, const RedisServer& b)
 {
-    if (a.kind != b.kind || a.nurls != b.nurls || view(a.master_name) != view(b.master_name)
+    if (a.kind != b.kind || a.nurls != b.nurls || a.ssl != b.ssl || view(a.master_name) != view(b.master_name)
         || !same_auth(a.auth, b.auth) || !same_auth(a.sentinel_auth, b.sentinel_auth)) {
         return false;
     }
@@ -103,7 +105,18 @@ bool same_deployment(const RedisServer& a, const RedisServer& b)
     return true;
 }
 
-}  // namespace
+RedisServer* add_server(ngx_conf_t* cf, MainConf& mcf, const RedisServer& server)
+{
+    auto* stored = static_cast<RedisServer*>(ngx_pcalloc(cf->pool, sizeof(RedisServer)));
+    auto** slot = static_cast<RedisServer**>(ngx_array_push(&mcf.servers));
+    if (stored == nullptr || slot == nullptr) {
+        return nullptr;
+    }
+    *stored = server;
+    stored->index = mcf.servers.nelts - 1;
+    *slot = stored;
+    return stored;
+}
 
 // idempotency_redis ADDRESS [params], idempotency_redis_cluster ADDRESS...
 // [params], idempotency_redis_sentinel MASTER ADDRESS... [params]; the
@@ -133,7 +146,9 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         }
     }
     ngx_uint_t last = first;
-    while (last < cf->args->nelts && ngx_strlchr(args[last].data, args[last].data + args[last].len, '=') == nullptr) {
+    // the addresses, up to the first parameter (NAME=VALUE, or `ssl`)
+    while (last < cf->args->nelts && ngx_strlchr(args[last].data, args[last].data + args[last].len, '=') == nullptr
+           && view(args[last]) != "ssl") {
         last++;
     }
     if (last == first || (server.kind == RedisKind::single && last - first > 1)) {
@@ -188,6 +203,8 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": Redis Cluster has only database 0", directive);
                 return static_cast<char*>(NGX_CONF_ERROR);
             }
+        } else if (view(a) == "ssl") {
+            server.ssl = true;
         } else if (parse_password(cf, a, "", server.auth.password, error)) {
             if (error) {
                 return static_cast<char*>(NGX_CONF_ERROR);
@@ -202,10 +219,17 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
             server.sentinel_auth.username = v;
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\" in \"%s\" (expected %sdb=, username=, password=, password_file= "
-                               "or password_env=%s)", &a, directive,
+                               "invalid parameter \"%V\" in \"%s\" (expected %sssl, db=, username=, password=, "
+                               "password_file= or password_env=%s)", &a, directive,
                                server.kind == RedisKind::sentinel ? "an address, " : "",
                                server.kind == RedisKind::sentinel ? ", or the same with sentinel_ before them" : "");
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
+    for (ngx_uint_t i = 0; server.ssl && i < server.nurls; i++) {
+        if (server.urls[i].family == AF_UNIX) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": \"ssl\" is for TCP addresses, not \"%V\"", directive,
+                               &server.urls[i].url);
             return static_cast<char*>(NGX_CONF_ERROR);
         }
     }
@@ -247,16 +271,8 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         server.name.len = static_cast<size_t>(p - server.name.data);
     }
 
-    auto* stored = static_cast<RedisServer*>(ngx_pcalloc(cf->pool, sizeof(RedisServer)));
-    auto** slot = static_cast<RedisServer**>(ngx_array_push(&mcf->servers));
-    if (stored == nullptr || slot == nullptr) {
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    *stored = server;
-    stored->index = mcf->servers.nelts - 1;
-    *slot = stored;
-    lcf->server = stored;
-    return NGX_CONF_OK;
+    lcf->server = add_server(cf, *mcf, server);
+    return lcf->server != nullptr ? NGX_CONF_OK : static_cast<char*>(NGX_CONF_ERROR);
 }
 
 }  // namespace idem::redis

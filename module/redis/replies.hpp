@@ -10,6 +10,22 @@
 
 namespace idem::redis {
 
+// What a reply to `SET ... GET` holds: nil, a string (into `value`), or
+// anything else (an error, no reply at all).
+enum class Bulk { nil, string, other };
+
+inline Bulk read_bulk(const redisReply* reply, std::string_view& value) noexcept
+{
+    if (reply == nullptr || (reply->type != REDIS_REPLY_NIL && reply->type != REDIS_REPLY_STRING)) {
+        return Bulk::other;
+    }
+    if (reply->type == REDIS_REPLY_NIL) {
+        return Bulk::nil;
+    }
+    value = {reply->str, reply->len};
+    return Bulk::string;
+}
+
 enum class ClaimReply {
     granted,   // nil: the key was free and is now ours
     found,     // a string: the record already there
@@ -18,18 +34,8 @@ enum class ClaimReply {
 
 inline ClaimReply read_claim_reply(const redisReply* reply, std::string_view& found) noexcept
 {
-    if (reply == nullptr) {
-        return ClaimReply::unusable;
-    }
-    switch (reply->type) {
-    case REDIS_REPLY_NIL:
-        return ClaimReply::granted;
-    case REDIS_REPLY_STRING:
-        found = {reply->str, reply->len};
-        return ClaimReply::found;
-    default:
-        return ClaimReply::unusable;
-    }
+    Bulk bulk = read_bulk(reply, found);
+    return bulk == Bulk::nil ? ClaimReply::granted : bulk == Bulk::string ? ClaimReply::found : ClaimReply::unusable;
 }
 
 // What `SET key record PX ttl XX GET` found under the key, and so did.
@@ -43,18 +49,11 @@ enum class LeasedStore {
 inline LeasedStore read_leased_store_reply(const redisReply* reply, std::string_view claim, std::string_view record,
                                            std::string_view& found) noexcept
 {
-    if (reply == nullptr) {
-        return LeasedStore::unusable;
-    }
-    switch (reply->type) {
-    case REDIS_REPLY_NIL:
-        return LeasedStore::gone;
-    case REDIS_REPLY_STRING:
-        found = {reply->str, reply->len};
+    Bulk bulk = read_bulk(reply, found);
+    if (bulk == Bulk::string) {
         return found == claim || found == record ? LeasedStore::stored : LeasedStore::not_ours;
-    default:
-        return LeasedStore::unusable;
     }
+    return bulk == Bulk::nil ? LeasedStore::gone : LeasedStore::unusable;
 }
 
 }  // namespace idem::redis

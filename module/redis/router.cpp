@@ -6,6 +6,7 @@
 #include <new>
 
 #include "../conf.hpp"
+#include "tls_conf.hpp"
 
 namespace idem::redis {
 namespace {
@@ -14,7 +15,8 @@ namespace {
 class SingleRouter final : public Router {
 public:
     SingleRouter(const RedisServer& server, ngx_log_t* log) noexcept
-        : conn_(server.name, server.urls[0].addrs[0], server.auth, log)
+        : conn_(server.name, server.urls[0].addrs[0], server.auth, log, false, true,
+                tls_target(server, view(server.urls[0].host)))
     {
     }
 
@@ -34,6 +36,11 @@ private:
 
 Router* make_router(const RedisServer& server, ngx_log_t* log) noexcept
 {
+    if (server.ssl && server.tls == nullptr) {
+        // never fall back to plain TCP (merge_tls_conf builds every context in use)
+        ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: Redis %V has no TLS context", &server.name);
+        return nullptr;
+    }
     switch (server.kind) {
     case RedisKind::cluster: return make_cluster_router(server, log);
     case RedisKind::sentinel: return make_sentinel_router(server, log);

@@ -13,6 +13,7 @@
 
 #include "../conf.hpp"
 #include "router.hpp"
+#include "tls_conf.hpp"
 
 namespace idem::redis {
 namespace {
@@ -35,7 +36,8 @@ public:
     {
         for (ngx_uint_t i = 0; i < server_.nurls && i < max_sentinels; i++) {
             const ngx_addr_t& addr = server_.urls[i].addrs[0];
-            sentinels_[i] = new (std::nothrow) Connection(addr.name, addr, server_.sentinel_auth, log_, false, false);
+            sentinels_[i] = new (std::nothrow) Connection(addr.name, addr, server_.sentinel_auth, log_, false, false,
+                                                          tls_target(server_, view(server_.urls[i].host)));
             if (sentinels_[i] == nullptr) {
                 return false;
             }
@@ -234,7 +236,7 @@ private:
             free_endpoint(e);
             return false;
         }
-        Connection* conn = new (std::nothrow) Connection(e->name, e->addr, server_.auth, log_);
+        Connection* conn = new (std::nothrow) Connection(e->name, e->addr, server_.auth, log_, false, true, tls_target(server_));
         if (conn == nullptr) {
             free_endpoint(e);
             return false;

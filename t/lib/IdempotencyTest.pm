@@ -74,6 +74,29 @@
 #                             TEST_NGINX_SENTINEL_PORT, TEST_NGINX_MASTER_PORT
 #                             and TEST_NGINX_REPLICA_PORT
 #   sentinel_master_port()    the master's port as the sentinel names it now
+#   tls_files()               certificates made with openssl on first use,
+#                             in a temp dir (paths in a hashref; also sets
+#                             TEST_NGINX_TLS_DIR): ca.pem, other-ca.pem;
+#                             server (localhost, 127.0.0.1; by ca),
+#                             other-server (the same names; by other-ca),
+#                             wrong-name (redis.example.net only; by ca),
+#                             client (by ca), other-client (by other-ca):
+#                             each NAME.pem with NAME.key
+#   start_redis_tls(%opts)    a redis-server with a plain port (for the
+#                             test's own commands) and a TLS port; opts:
+#                             cert (server, other-server or wrong-name;
+#                             default server), args (more arguments).
+#                             Returns (plain port, TLS port); restart it
+#                             with cluster_node_stop/_start(plain port)
+#   start_redis_cluster_tls($masters)
+#                             as start_redis_cluster, over TLS
+#                             (--tls-cluster yes): returns [plain, tls]
+#                             port pairs and sets TEST_NGINX_CLUSTER_TLS_PORT_n
+#   start_redis_sentinel_tls()
+#                             as start_redis_sentinel, the master, replica
+#                             and sentinel on TLS too (--tls-replication):
+#                             sets TEST_NGINX_SENTINEL_TLS_PORT and returns
+#                             ([plain, tls] of sentinel, master, replica)
 #   replica_caught_up($master, $replica)
 #                             waits (up to 10 s) until the replica has
 #                             everything the master wrote; true when it has
@@ -120,6 +143,7 @@ our @EXPORT = qw(
     start_trickle_proxy start_fake_redis
     redis_command_at start_redis_cluster cluster_owner cluster_node_stop cluster_node_start
     start_redis_sentinel sentinel_master_port nginx_post replica_caught_up
+    tls_files start_redis_tls start_redis_cluster_tls start_redis_sentinel_tls
 );
 our @EXPORT_OK = qw(start);
 
@@ -389,6 +413,122 @@ sub start_redis_sentinel {
         return scalar @$replicas;
     }, 30) or die "IdempotencyTest: the sentinel did not find the replica\n";
     @ENV{qw(TEST_NGINX_SENTINEL_PORT TEST_NGINX_MASTER_PORT TEST_NGINX_REPLICA_PORT)} = ($sentinel, $master, $replica);
+    return ($sentinel, $master, $replica);
+}
+
+# ---------------------------------------------------------------- TLS
+
+my $tls;    # the certificates, once made
+
+sub openssl {
+    my (@args) = @_;
+    my $out = `openssl @args 2>&1`;
+    die "IdempotencyTest: openssl @args failed:\n$out" if $?;
+}
+
+# A key and a certificate NAME.pem signed by $ca (undef: self-signed CA).
+sub make_cert {
+    my ($dir, $name, $subject, $ca, $san) = @_;
+    openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', "$dir/$name.key");
+    if (!defined $ca) {
+        openssl('req', '-x509', '-new', '-key', "$dir/$name.key", '-out', "$dir/$name.pem", '-days', 2,
+                '-subj', "'/CN=$subject'", '-addext', "'basicConstraints=critical,CA:TRUE'",
+                '-addext', "'keyUsage=critical,keyCertSign,cRLSign'");
+        return;
+    }
+    open my $fh, '>', "$dir/$name.ext" or die "IdempotencyTest: $dir/$name.ext: $!\n";
+    print {$fh} "basicConstraints=CA:FALSE\n" . ($san ? "subjectAltName=$san\n" : '');
+    close $fh;
+    openssl('req', '-new', '-key', "$dir/$name.key", '-out', "$dir/$name.csr", '-subj', "'/CN=$subject'");
+    openssl('x509', '-req', '-in', "$dir/$name.csr", '-CA', "$dir/$ca.pem", '-CAkey', "$dir/$ca.key",
+            '-CAcreateserial', '-out', "$dir/$name.pem", '-days', 2, '-extfile', "$dir/$name.ext");
+}
+
+sub tls_files {
+    return $tls if $tls;
+    die "IdempotencyTest: start() has not run\n" unless $owner_pid;
+    my $dir = "$tmpdir/tls";
+    make_path($dir);
+    make_cert($dir, 'ca', 'Idempotency Test CA');
+    make_cert($dir, 'other-ca', 'Another CA');
+    make_cert($dir, 'server', 'localhost', 'ca', 'DNS:localhost,IP:127.0.0.1');
+    make_cert($dir, 'other-server', 'localhost', 'other-ca', 'DNS:localhost,IP:127.0.0.1');
+    make_cert($dir, 'wrong-name', 'redis.example.net', 'ca', 'DNS:redis.example.net');
+    make_cert($dir, 'client', 'gateway', 'ca');
+    make_cert($dir, 'other-client', 'gateway', 'other-ca');
+    $ENV{TEST_NGINX_TLS_DIR} = $dir;
+    $tls = { dir => $dir, map { ($_ => "$dir/$_.pem", "$_-key" => "$dir/$_.key") }
+             qw(ca other-ca server other-server wrong-name client other-client) };
+    return $tls;
+}
+
+# redis-server's TLS arguments for certificate $cert (clients unchecked
+# unless the caller passes --tls-auth-clients yes after them).
+sub redis_tls_args {
+    my ($tls_port, $cert) = @_;
+    my $t = tls_files();
+    return ('--tls-port', $tls_port, '--tls-cert-file', $t->{$cert // 'server'},
+            '--tls-key-file', $t->{($cert // 'server') . '-key'}, '--tls-ca-cert-file', $t->{ca},
+            '--tls-auth-clients', 'no');
+}
+
+sub start_redis_tls {
+    my (%o) = @_;
+    my ($plain, $tls_port) = (free_port(), free_port());
+    start_node($plain, '--bind', '127.0.0.1', '--port', $plain, '--save', '', '--appendonly', 'no',
+               redis_tls_args($tls_port, $o{cert}), @{ $o{args} || [] });
+    return ($plain, $tls_port);
+}
+
+sub start_redis_cluster_tls {
+    my ($masters) = @_;
+    my $t = tls_files();
+    my @pairs = map { [free_port(), free_port()] } 1 .. $masters;
+    for my $p (@pairs) {
+        my ($plain, $tls_port) = @$p;
+        start_node($plain, '--bind', '127.0.0.1', '--port', $plain, '--save', '', '--appendonly', 'no',
+                   redis_tls_args($tls_port), '--tls-cluster', 'yes', '--tls-replication', 'yes',
+                   '--cluster-enabled', 'yes', '--cluster-port', free_port(),
+                   '--cluster-config-file', "$tmpdir/node-$plain/nodes.conf",
+                   '--cluster-node-timeout', '1000', '--cluster-require-full-coverage', 'no');
+    }
+    my $out = `@{[find_redis_cli()]} --tls --cacert $t->{ca} --cluster create @{[map { "127.0.0.1:$_->[1]" } @pairs]} --cluster-replicas 0 --cluster-yes 2>&1`;
+    die "IdempotencyTest: redis-cli --cluster create (TLS) failed:\n$out" if $?;
+    wait_until(sub {
+        for my $p (@pairs) {
+            my $info = eval { redis_command_at($p->[0], 'CLUSTER', 'INFO') } // '';
+            return 0 unless $info =~ /cluster_state:ok/ && $info =~ /cluster_slots_assigned:16384/
+                && $info =~ /cluster_known_nodes:$masters\b/;
+        }
+        return 1;
+    }, 30) or die "IdempotencyTest: the TLS cluster did not become ready\n";
+    $ENV{"TEST_NGINX_CLUSTER_TLS_PORT_$_"} = $pairs[$_ - 1][1] for 1 .. @pairs;
+    return @pairs;
+}
+
+sub start_redis_sentinel_tls {
+    my ($master, $replica, $sentinel) = map { [free_port(), free_port()] } 1 .. 3;
+    my @common = ('--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--tls-replication', 'yes');
+    start_node($master->[0], @common, '--port', $master->[0], redis_tls_args($master->[1]));
+    start_node($replica->[0], @common, '--port', $replica->[0], redis_tls_args($replica->[1]),
+               '--replicaof', '127.0.0.1', $master->[1]);
+    wait_until(sub { (eval { redis_command_at($replica->[0], 'INFO', 'replication') } // '') =~ /master_link_status:up/ }, 30)
+        or die "IdempotencyTest: the TLS replica did not connect to its master\n";
+    my $t = tls_files();
+    my $conf = "$tmpdir/sentinel-$sentinel->[0].conf";
+    open my $fh, '>', $conf or die "IdempotencyTest: $conf: $!\n";
+    print {$fh} "bind 127.0.0.1\nport $sentinel->[0]\ntls-port $sentinel->[1]\ntls-replication yes\n"
+        . "tls-cert-file $t->{server}\ntls-key-file $t->{'server-key'}\ntls-ca-cert-file $t->{ca}\n"
+        . "tls-auth-clients no\n"
+        . "sentinel monitor mymaster 127.0.0.1 $master->[1] 1\n"
+        . "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n";
+    close $fh;
+    start_node($sentinel->[0], $conf, '--sentinel');
+    wait_until(sub {
+        my $replicas = eval { redis_command_at($sentinel->[0], 'SENTINEL', 'REPLICAS', 'mymaster') } || [];
+        return scalar @$replicas;
+    }, 30) or die "IdempotencyTest: the TLS sentinel did not find the replica\n";
+    $ENV{TEST_NGINX_SENTINEL_TLS_PORT} = $sentinel->[1];
     return ($sentinel, $master, $replica);
 }
 

@@ -1,0 +1,104 @@
+// redis/script_calls.hpp — what the Redis store owes Redis once a request
+// has handed it over: a response to store, a key to release, a claim to
+// renew or to put back. Each is a fenced script call (or, for a response
+// within its claim's lease, `SET ... XX GET`: lease.hpp) with its own copy
+// of its arguments, sent again after a lost reply or a transient error
+// (retry.hpp) from a timer, until it lands or its window ends. An exiting
+// worker finishes what it can and abandons the rest (logged and counted).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "../owned_args.hpp"
+#include "retry.hpp"
+#include "router.hpp"
+#include "scripts.hpp"
+
+namespace idem {
+struct RedisServer;
+}
+
+namespace idem::redis {
+
+constexpr int max_script_args = 6;
+
+class ScriptCalls;
+
+// What a script call is for. A response to store, a key to release and a
+// claim to put back are owed: the store tries them again after a transient
+// failure, and an exit that leaves them undone is logged and counted. A
+// renewal by a running request is sent again after a lost reply; a renewal
+// that keeps the claim of a response being stored again is fire and
+// forget, and silent.
+enum class Role { store, release, restore, renewal, keepalive };
+
+constexpr bool owed(Role role) noexcept
+{
+    return role == Role::store || role == Role::release || role == Role::restore;
+}
+
+// A fenced script call; owns copies of its arguments so it can be sent
+// again: as EVAL after NOSCRIPT, after a lost reply, after a transient
+// error. Linked in its store's list from creation to finish.
+struct ScriptCall {
+    ScriptCalls* owner;
+    Script* script;
+    Role role;
+    ScriptCall* prev;
+    ScriptCall* next;
+    ngx_event_t retry_timer;  // the next attempt
+    Retry retry;
+    std::uint64_t lock_ttl_ms;
+    size_t error_len;
+    char error[80];  // why the last attempt failed, for the line that gives up
+    bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
+    bool leased;     // a store within the claim's lease: SET ... XX GET instead of the script
+    OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV
+};
+
+inline size_t decimal(std::uint64_t n, char* out) noexcept
+{
+    return static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(out), "%uL", n) - reinterpret_cast<u_char*>(out));
+}
+
+class ScriptCalls {
+public:
+    ScriptCalls(const RedisServer& server, Router& router, ngx_log_t* log) noexcept
+        : server_(server), router_(router), log_(log)
+    {
+    }
+    // Abandons every call left (logged and counted).
+    ~ScriptCalls();
+    ScriptCalls(const ScriptCalls&) = delete;
+    ScriptCalls& operator=(const ScriptCalls&) = delete;
+
+    // Worker exit: nothing new is sent, and what comes back is abandoned.
+    void close() noexcept { closing_ = true; }
+
+    // Sends `script` with KEYS[1] = args[0] and ARGV = the rest (copied);
+    // `leased`: a store within its claim's lease, sent first as SET ... XX GET.
+    void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
+              bool leased = false) noexcept;
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role) noexcept;
+
+private:
+    static std::string_view key_of(const ScriptCall* call) noexcept { return call->args[0]; }
+    void send(ScriptCall* call) noexcept;
+    void failed(ScriptCall* call, std::string_view why) noexcept;
+    static void on_retry_timer(ngx_event_t* ev);
+    void give_up(ScriptCall* call) noexcept;
+    void abandon(ScriptCall* call) noexcept;
+    static void count_abandoned(const ScriptCall* call) noexcept;
+    void finish(ScriptCall* call) noexcept;
+    void leased_stored(ScriptCall* store, const redisReply* reply) noexcept;
+    static void on_script_reply(void* data, redisReply* reply);
+
+    const RedisServer& server_;
+    Router& router_;
+    ngx_log_t* log_;
+    ScriptCall* calls_ = nullptr;  // every call not finished: in flight, or waiting for its next attempt
+    bool closing_ = false;
+};
+
+}  // namespace idem::redis
