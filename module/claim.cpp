@@ -68,12 +68,14 @@ bool wait_for_original(RequestCtx* ctx)
 // copied into r->pool, the record's views moved along.
 bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
 {
-    auto* copy = static_cast<char*>(ngx_pnalloc(ctx->request->pool, result.stored.size()));
-    if (copy == nullptr || result.record == nullptr) {
+    auto* stored = static_cast<Record*>(ngx_palloc(ctx->request->pool, sizeof(Record) + result.stored.size()));
+    if (stored == nullptr || result.record == nullptr) {
         return false;
     }
+    char* copy = reinterpret_cast<char*>(stored + 1);
     std::memcpy(copy, result.stored.data(), result.stored.size());
-    ctx->stored = rebased(*result.record, result.stored, copy);
+    *stored = rebased(*result.record, result.stored, copy);
+    ctx->stored = stored;
     return true;
 }
 

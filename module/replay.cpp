@@ -129,7 +129,7 @@ ngx_int_t replay(ngx_http_request_t* r, RequestCtx* ctx)
 {
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "idempotency: replaying the response stored under \"%V\"",
                   &ctx->redis_key);
-    ngx_http_finalize_request(r, send_record(r, ctx->stored));
+    ngx_http_finalize_request(r, send_record(r, *ctx->stored));
     return NGX_DONE;
 }
 

@@ -35,7 +35,7 @@ struct RequestCtx {
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
 
     // replay: the stored response, decoded once; its views into a copy in r->pool
-    Record stored;
+    const Record* stored;
     bool responded;        // the module answered this request itself
 
     // capture (capture.cpp): the response record is built in place — its
