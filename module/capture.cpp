@@ -86,13 +86,18 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
     return ok;
 }
 
-void stop_capture(ngx_http_request_t* r, RequestCtx* ctx)
+// The record is built in memory of its own (not r->pool), so that the
+// store can take it over instead of copying it.
+void free_record(RequestCtx* ctx)
+{
+    ngx_free(ctx->record);
+    ctx->record = nullptr;
+}
+
+void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
 {
     ctx->capturing = false;
-    if (ctx->record != nullptr) {
-        ngx_pfree(r->pool, ctx->record);
-        ctx->record = nullptr;
-    }
+    free_record(ctx);
 }
 
 bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
@@ -102,12 +107,12 @@ bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
         capacity *= 2;
     }
     capacity = ngx_min(capacity, ctx->conf->max_response_size);
-    auto* grown = static_cast<char*>(ngx_palloc(r->pool, ctx->head_size + capacity));
+    auto* grown = static_cast<char*>(ngx_alloc(ctx->head_size + capacity, r->connection->log));
     if (grown == nullptr) {
         return false;
     }
     std::memcpy(grown + ctx->head_size, ctx->record + ctx->head_size, ctx->body_size);
-    ngx_pfree(r->pool, ctx->record);
+    ngx_free(ctx->record);
     ctx->record = grown;
     ctx->capacity = capacity;
     return true;
@@ -124,8 +129,7 @@ char* reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t size)
     size_t need = ctx->body_size + size;
     if (need > ctx->conf->max_response_size) {
         ctx->oversize = true;
-        ngx_pfree(r->pool, ctx->record);
-        ctx->record = nullptr;
+        free_record(ctx);
         return nullptr;
     }
     if (need > ctx->capacity && !grow(r, ctx, need)) {
@@ -216,7 +220,7 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
             encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
                                  ctx->headers.nelts, ctx->body_size, extras);
             encode_response_tail(tail_at, extras);
-            claim_complete(ctx, {start, head + ctx->body_size + tail});
+            claim_complete(ctx, {start, head + ctx->body_size + tail}, ctx->record);  // may take it over
         }
     }
     stop_capture(r, ctx);
@@ -282,7 +286,7 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size
                           ? static_cast<size_t>(expected)
                           : ngx_min(initial_body_capacity, ctx->conf->max_response_size);
-    ctx->record = static_cast<char*>(ngx_palloc(r->pool, ctx->head_size + capacity));
+    ctx->record = static_cast<char*>(ngx_alloc(ctx->head_size + capacity, r->connection->log));
     if (ctx->head_size == 0 || ctx->record == nullptr) {
         stop_capture(r, ctx);
         claim_unreplayable(ctx, "its headers do not fit a record");
@@ -356,6 +360,7 @@ void capture_begin(RequestCtx* ctx) noexcept
 // otherwise free it for the retry.
 void capture_settle(RequestCtx* ctx) noexcept
 {
+    free_record(ctx);
     claim_stop_renewing(ctx);
     if (!ctx->owns_claim) {
         return;

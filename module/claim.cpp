@@ -273,8 +273,9 @@ void claim_release(RequestCtx* ctx, const char* why) noexcept
 // under the first key and bound to its store key. The sealed copy is
 // ngx_alloc'd, not from r->pool: a response that never completed is settled
 // from the pool's cleanup, when nginx has already let go of r->pool. The
-// store copies what it is given.
-void claim_complete(RequestCtx* ctx, std::string_view record) noexcept
+// store takes over the memory the record lies in (the sealed copy, or the
+// capture's `buffer`) rather than copying it.
+void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noexcept
 {
     ngx_array_t* keys = ctx->conf->seal_keys;
     ngx_log_t* log = ctx->request->connection->log;
@@ -297,9 +298,12 @@ void claim_complete(RequestCtx* ctx, std::string_view record) noexcept
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", value.size(), &ctx->redis_key,
                    ctx->conf->ttl, within_lease ? "within the claim's lease" : "fenced");
+    char* taken = value.data() == sealed ? sealed : value.data() == record.data() ? buffer : nullptr;
     ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl,
-                         within_lease);
-    if (sealed != nullptr) {
+                         within_lease, taken);
+    if (taken == buffer) {
+        buffer = nullptr;
+    } else if (sealed != nullptr && taken != sealed) {
         ngx_free(sealed);
     }
     count(Counter::stored_responses);
@@ -313,7 +317,8 @@ void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept
     size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
     ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
                   "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->redis_key, why);
-    claim_complete(ctx, {marker, size});
+    char* copied = nullptr;
+    claim_complete(ctx, {marker, size}, copied);
 }
 
 }  // namespace idem

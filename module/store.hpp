@@ -83,9 +83,11 @@ public:
     // release until the claim would have expired anyway. lock_ttl_ms 0:
     // the longest lock_ttl this store has claimed or renewed with.
     // `within_lease`: the claim surely holds now (lease.hpp), and a store
-    // may skip the fence.
+    // may skip the fence. `take`: the ngx_alloc'd memory `record` lies in,
+    // which the store takes over and frees (nullptr: it copies the record).
     virtual void complete(std::string_view key, std::string_view claim, std::string_view record,
-                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, bool within_lease) noexcept = 0;
+                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, bool within_lease,
+                          char* take = nullptr) noexcept = 0;
     virtual void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
     // Extends a claim still held by `claim` to lock_ttl_ms from now.
     virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept = 0;

@@ -67,12 +67,12 @@ public:
     // `SET key record PX ttl XX GET`: two plain commands per new key instead
     // of one and a script. Any attempt after the first is the fenced script.
     void complete(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms,
-                  std::uint64_t lock_ttl_ms, bool within_lease) noexcept override
+                  std::uint64_t lock_ttl_ms, bool within_lease, char* take) noexcept override
     {
         char ttl[NGX_INT64_LEN];
         size_t ttl_len = decimal(ttl_ms, ttl);
         std::string_view args[] = {key, claim, record, {ttl, ttl_len}};
-        calls_.call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms), within_lease);
+        calls_.call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms), within_lease, take);
     }
 
     void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override

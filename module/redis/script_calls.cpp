@@ -30,13 +30,24 @@ void ScriptCalls::renew(std::string_view key, std::string_view claim, std::uint6
 }
 
 void ScriptCalls::call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
-                       bool leased) noexcept
+                       bool leased, char* take) noexcept
 {
     if (closing_) {
+        ngx_free(take);
         return;  // worker exit: nothing new is sent
     }
-    auto* call = new_with_args<ScriptCall>(args, argc, log_);
+    std::string_view copied[max_script_args];
+    for (int i = 0; i < argc && i < max_script_args; i++) {
+        copied[i] = take != nullptr && i == 2 ? std::string_view{} : args[i];
+    }
+    auto* call = new_with_args<ScriptCall>(copied, argc, log_);
+    if (call != nullptr && take != nullptr) {
+        call->args.arg[2] = args[2].data();  // taken over, not copied
+        call->args.len[2] = args[2].size();
+        call->taken = take;
+    }
     if (call == nullptr) {
+        ngx_free(take);
         ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: out of memory, cannot %s", script.purpose);
         if (owed(role)) {
             count(role == Role::release ? Counter::abandoned_releases : Counter::abandoned_stores);
@@ -184,6 +195,7 @@ void ScriptCalls::finish(ScriptCall* call) noexcept
     if (call->next != nullptr) {
         call->next->prev = call->prev;
     }
+    ngx_free(call->taken);
     ngx_free(call);
 }
 

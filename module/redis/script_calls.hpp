@@ -54,6 +54,7 @@ struct ScriptCall {
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
     bool leased;     // a store within the claim's lease: SET ... XX GET instead of the script
+    char* taken;     // the memory args[2] lies in, taken over from the caller; nullptr: copied
     OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV
 };
 
@@ -76,10 +77,12 @@ public:
     // Worker exit: nothing new is sent, and what comes back is abandoned.
     void close() noexcept { closing_ = true; }
 
-    // Sends `script` with KEYS[1] = args[0] and ARGV = the rest (copied);
-    // `leased`: a store within its claim's lease, sent first as SET ... XX GET.
+    // Sends `script` with KEYS[1] = args[0] and ARGV = the rest (copied,
+    // but for args[2] when `take` is the ngx_alloc'd memory it lies in: taken
+    // over, freed when the call is done); `leased`: a store within its
+    // claim's lease, sent first as SET ... XX GET.
     void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
-              bool leased = false) noexcept;
+              bool leased = false, char* take = nullptr) noexcept;
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role) noexcept;
 
 private:
