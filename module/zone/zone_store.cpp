@@ -64,12 +64,10 @@ public:
 
     // Under the mutex the fence costs nothing: no lease needed.
     void complete(std::string_view key, std::string_view claim, std::string_view record,
-                  std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, bool within_lease, char* take) noexcept override
+                  std::uint64_t ttl_ms, std::uint64_t, bool, char* take) noexcept override
     {
         store(key, claim, record, ttl_ms);
         ngx_free(take);  // copied into the zone
-        (void)lock_ttl_ms;
-        (void)within_lease;
     }
 
     void store(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms) noexcept
