@@ -950,7 +950,7 @@ report_table() {  # report_table TABLE PHASE CELL...: a table of bench-report.pl
     echo "| cell | BENCH_MODE | BENCH_PATH | BENCH_BODY_BYTES | wrk -c | gateway | pinned | ratios against |"
     echo "|---|---|---|---:|---:|---|---|---|"
     listed=()
-    for c in "${CELLS[@]}" "${GROWTH_CELLS[@]}" $([ "$do_rss" = 1 ] && echo mix); do
+    for c in $([ "$do_cells" = 1 ] && echo "${CELLS[@]}" "${GROWTH_CELLS[@]}") $([ "$do_rss" = 1 ] && echo mix); do
         [[ " ${listed[*]:-} " == *" $c "* ]] && continue
         listed+=("$c")
         echo "| $c | ${CELL_MODE[$c]} | ${CELL_PATH[$c]} | ${CELL_BODY[$c]:-${#BODY}} | ${CELL_CONNS[$c]} | ${CELL_GW[$c]} | $([ "${CELL_PIN[$c]}" = 1 ] && echo 'CPU 0; redis-server CPU 1' || echo no) | ${CELL_REF[$c]} |"
