@@ -142,13 +142,14 @@ stop:
 stress: deps $(MODULE)
 	NGINX_BIN=$(NGINX_BIN) perl scripts/stress.pl
 
-# The benchmark (scripts/bench.sh): plain proxy vs. the module (new key,
-# replay, no key; new key and replay with the shared memory zone store) with
-# wrk on loopback, Redis commands per request, worker
-# RSS; about 4 minutes; results in build/bench/results.md.
-# `make bench BENCH_ARGS=--quick` for about 1 minute.
+# The benchmark (scripts/bench.sh --growth): CPU per request per process,
+# throughput and latency of plain proxy vs. the module (new key, replay, no
+# key; the zone store, TLS, Redis Cluster, Redis on a CPU of its own), Redis
+# commands per request, worker RSS, and how the cost grows (response and body
+# size, connections, workers, waiting duplicates); about 10 minutes; results
+# in build/bench/results.md. `make bench BENCH_ARGS=--quick` for about 3.
 bench: deps $(MODULE)
-	NGINX_BIN=$(NGINX_BIN) scripts/bench.sh $(BENCH_ARGS)
+	NGINX_BIN=$(NGINX_BIN) scripts/bench.sh --growth $(BENCH_ARGS)
 
 # The Debian package for the packaged nginx (debian/, dh-sequence-nginx),
 # built by scripts/build-deb.sh in a copy of the tree (build/deb/src); installs

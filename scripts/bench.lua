@@ -2,28 +2,35 @@
 --
 -- Settings come from the environment (wrk passes no options to init in the
 -- main state, and done() runs there):
---   BENCH_MODE        plain | new | replay | nokey | zone-new | zone-replay
---                     | new-tls | replay-tls | cluster-1 | cluster-2 | cluster-3 | mix
+--   BENCH_MODE        plain | new | replay | nokey | mix: what key a request carries
+--   BENCH_PATH        the request's path (default /idem/pay); the cell's
+--                     location in the gateway (/plain/, /idem/, /zone/, ...)
 --   BENCH_RUN         a string unique to this wrk run (keys of `new` never repeat)
 --   BENCH_BODY        the request body (JSON)
+--   BENCH_BODY_BYTES  instead: a JSON body of exactly this many bytes
+--                     ({"pad":"xxx..."}), for the request body growth cells
 --   BENCH_REPLAY_KEY  the key every `replay` request sends (stored beforehand)
 --   BENCH_POOL        `mix`: replays pick one of BENCH_POOL keys BENCH_REPLAY_KEY-0 ...
 --
+-- plain and nokey send no key (plain goes to a location with the module
+-- off), new a fresh key on every request, replay always BENCH_REPLAY_KEY;
+-- mix 40 % new keys, 40 % replays of the pool's keys, 20 % without a key.
 -- Every mode builds its request the same way (one Lua call per request,
 -- a few string concatenations), so wrk's own cost is the same in all cells.
--- `plain` sends to /plain/pay (no module), `zone-new` to /zone/pay and
--- `zone-replay` to /zone-replay/pay (the shared memory zone store),
--- `new-tls` and `replay-tls` to /idem-tls/pay (Redis over TLS),
--- `cluster-N` to /clusterN/pay (a Redis Cluster of N masters, fresh keys),
--- the others to /idem/pay (Redis).
 -- At the end one line starting with "BENCH " gives the figures scripts/bench.sh
 -- parses (latencies in microseconds).
 
 local mode       = os.getenv("BENCH_MODE") or "plain"
+local path       = os.getenv("BENCH_PATH") or "/idem/pay"
 local run        = os.getenv("BENCH_RUN") or tostring(os.time())
 local body       = os.getenv("BENCH_BODY") or '{"amount":1000,"currency":"eur"}'
+local body_bytes = tonumber(os.getenv("BENCH_BODY_BYTES") or "")
 local replay_key = os.getenv("BENCH_REPLAY_KEY") or "bench-replay"
 local pool       = tonumber(os.getenv("BENCH_POOL") or "64")
+
+if body_bytes then
+    body = '{"pad":"' .. string.rep("x", body_bytes - 10) .. '"}'
+end
 
 local thread_count = 0
 function setup(thread)
@@ -31,20 +38,12 @@ function setup(thread)
     thread:set("tid", thread_count)
 end
 
-local function head(path)
-    return "POST " .. path .. " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        .. "Content-Length: " .. #body .. "\r\n"
-end
-
 local tail = "\r\n" .. body
-local plain_req = head("/plain/pay") .. tail
-local nokey_req = head("/idem/pay") .. tail
-local key_head  = head("/idem/pay") .. "Idempotency-Key: "
+local head = "POST " .. path .. " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    .. "Content-Length: " .. #body .. "\r\n"
+local nokey_req = head .. tail
+local key_head  = head .. "Idempotency-Key: "
 local replay_req = key_head .. replay_key .. "\r\n" .. tail
-local zone_key_head = head("/zone/pay") .. "Idempotency-Key: "
-local zone_replay_req = head("/zone-replay/pay") .. "Idempotency-Key: " .. replay_key .. "\r\n" .. tail
-local tls_key_head = head("/idem-tls/pay") .. "Idempotency-Key: "
-local tls_replay_req = tls_key_head .. replay_key .. "\r\n" .. tail
 local prefix
 local sent = 0
 
@@ -58,20 +57,11 @@ local function fresh()
     return key_head .. prefix .. sent .. "\r\n" .. tail
 end
 
-local function zone_fresh()
-    return zone_key_head .. prefix .. sent .. "\r\n" .. tail
-end
-
 local builders = {
-    plain  = function() return plain_req end,
+    plain  = function() return nokey_req end,
     nokey  = function() return nokey_req end,
     replay = function() return replay_req end,
     new    = fresh,
-    ["zone-new"]    = zone_fresh,
-    ["zone-replay"] = function() return zone_replay_req end,
-    ["new-tls"]     = function() return tls_key_head .. prefix .. sent .. "\r\n" .. tail end,
-    ["replay-tls"]  = function() return tls_replay_req end,
-    -- 40% new keys, 40% replays of the pool's keys, 20% without a key
     mix    = function()
         local slot = sent % 10
         if slot < 4 then return fresh() end
@@ -81,10 +71,6 @@ local builders = {
         return nokey_req
     end,
 }
-for n = 1, 3 do
-    local cluster_key_head = head("/cluster" .. n .. "/pay") .. "Idempotency-Key: "
-    builders["cluster-" .. n] = function() return cluster_key_head .. prefix .. sent .. "\r\n" .. tail end
-end
 local build = builders[mode] or error("BENCH_MODE: unknown mode " .. mode)
 
 function request()

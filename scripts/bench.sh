@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # bench.sh — the benchmark of ngx_http_idempotency_module (what `make bench` runs).
 #
-#   scripts/bench.sh [--quick] [--rss] [--no-rss] [--rounds N] [--duration S]
-#                    [--connections N] [--threads N] [--rss-seconds S]
-#                    [--rss-requests N] [--keep]
+#   scripts/bench.sh [--quick] [--growth] [--cells "CELL ..."] [--rss] [--no-rss]
+#                    [--rounds N] [--duration S] [--growth-rounds N]
+#                    [--growth-duration S] [--connections N] [--threads N]
+#                    [--rss-seconds S] [--rss-requests N] [--keep]
 #
 # Everything runs on 127.0.0.1, on free ports, in a temp dir, and only the
 # processes started here are stopped (by pid):
 #   upstream  nginx without the module, worker_processes 1: `return 201` with
-#             about 200 bytes of JSON, keep-alive;
+#             about 200 bytes of JSON, keep-alive; static files of 200 B,
+#             16 KB and 256 KB for the response size cells;
 #   redis     redis-server --save '' --appendonly no;
 #   gateway   nginx with the module, worker_processes 1, access_log off,
 #             `upstream { keepalive 32; }` with proxy_http_version 1.1 and an
@@ -33,21 +35,32 @@
 #           new keys through Redis Clusters of 1, 2 and 3 masters
 #           (idempotency_redis_cluster; no replicas, slots split evenly);
 #           their redis-servers' CPU is summed in the redis-server column
-# Reported per cell: median requests/s, median p50 and p99 latency, the rps
-# ratio to plain and the p99 added over plain; CPU time per request of the
-# gateway worker, the upstream worker, redis-server and the whole machine
-# (with the share the hypervisor stole, which makes figures noisy); Redis
-# commands per request (INFO commandstats / INFO stats over round 1, and a
-# MONITOR sample for the commands the gateway itself sends); then the
-# worker's VmRSS over about 1,000,000 mixed requests (bounded by count and
-# time). The table goes to
-# stdout and to build/bench/results.md. The issue's targets are printed for
-# information: the exit status is non-zero only when the benchmark could not
-# run (a process did not start, requests failed).
+#   plain-pinned, new-pinned, replay-pinned
+#           plain, new and replay with redis-server on a CPU of its own
+#           (taskset -c 1) and wrk, the gateway and the upstream on the other
+#           (taskset -c 0): a deployment with Redis elsewhere (skipped with a
+#           note on a machine of one CPU)
+# --growth adds a second set of rounds (scripts/bench-growth.sh): response
+# sizes, request body sizes, 512 connections, 2 gateway workers, and 200
+# duplicates waiting for one slow original (Redis commands per waiter).
+# --cells "plain new ..." runs only the cells named (of either set).
+# Reported per cell, as the median over the rounds with the min–max beside
+# it: CPU time per request of the gateway worker, the upstream worker,
+# redis-server and the whole machine (the primary table; with the share the
+# hypervisor stole, which makes figures noisy); requests/s and p50 and p99
+# latency; ratios only to a cell of the same run (plain, or plain-pinned for
+# the pinned cells). Then Redis commands per request (INFO commandstats /
+# INFO stats over round 1, and a MONITOR sample for the commands the gateway
+# itself sends), and the worker's VmRSS over about 1,000,000 mixed requests
+# (bounded by count and time). The tables go to stdout and to
+# build/bench/results.md. The issue's targets are printed for information:
+# the exit status is non-zero only when the benchmark could not run (a
+# process did not start, requests failed).
 #
 # Default: 5 rounds of 5 s per cell plus a memory run of at most 60 s
-# (2.5 to 4 minutes).
-# --quick: 3 rounds of 2 s and a 20 s memory run (about 1 minute).
+# (about 7 minutes); --growth: 3 rounds of 2 s of its 27 cells (about 3.5
+# minutes more).
+# --quick: 3 rounds of 2 s (growth: 2 of 1 s) and a 20 s memory run.
 # --rss: only the memory run (up to 200 s, or --rss-seconds), to build/bench/rss.md.
 #
 # Environment: NGINX_BIN, REDIS_SERVER, REDIS_CLI, WRK (default: from PATH).
@@ -62,12 +75,17 @@ REDIS_SERVER=${REDIS_SERVER:-$(command -v redis-server || echo /usr/bin/redis-se
 REDIS_CLI=${REDIS_CLI:-$(command -v redis-cli || echo /usr/bin/redis-cli)}
 WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
 
-rounds=5 duration=5 warmup=2 conns=32 threads=1
+ORIG_ARGS=("$@")
+rounds=5 duration=5 warmup=2 conns=32 threads=1 growth=0 growth_rounds=3 growth_duration=2 only_cells=""
 do_cells=1 do_rss=1 rss_seconds=60 rss_requests=1000000 keep=0 quick=0 rss_only=0
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
-    --quick) quick=1; rounds=3; duration=2; warmup=1; rss_seconds=20 ;;
+    --quick) quick=1; rounds=3; duration=2; warmup=1; rss_seconds=20; growth_rounds=2; growth_duration=1 ;;
+    --growth) growth=1 ;;
+    --cells) only_cells=${2:?}; shift ;;
+    --growth-rounds) growth_rounds=${2:?}; shift ;;
+    --growth-duration) growth_duration=${2:?}; shift ;;
     --rss) rss_only=1; do_cells=0; do_rss=1; rss_seconds=200 ;;
     --no-rss) do_rss=0 ;;
     --rounds) rounds=${2:?}; shift ;;
@@ -82,11 +100,13 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-for n in "$rounds" "$duration" "$conns" "$threads" "$rss_seconds" "$rss_requests"; do
+for n in "$rounds" "$duration" "$growth_rounds" "$growth_duration" "$conns" "$threads" "$rss_seconds" "$rss_requests"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: not a positive whole number: $n" >&2; exit 2; }
 done
 
 die() { echo "bench.sh: $*" >&2; exit 1; }
+ARGS_GIVEN=""
+[ ${#ORIG_ARGS[@]} -eq 0 ] || ARGS_GIVEN=$(printf ' %q' "${ORIG_ARGS[@]}")
 [ -f "$MODULE" ] || die "$MODULE is missing: build it first (make module)"
 for b in "$NGINX_BIN" "$REDIS_SERVER" "$REDIS_CLI" "$WRK"; do
     [ -x "$b" ] || die "$b is not installed (make deps, or apt-get install nginx redis-server wrk)"
@@ -171,12 +191,75 @@ wait_for() {  # wait_for WHAT PID COMMAND...: up to 10 s, while PID runs
     die "$what did not come up; see $tmp"
 }
 
-read -r REDIS_PORT UP_PORT GW_PORT RSS_PORT TLS_PLAIN_PORT TLS_PORT <<<"$(free_ports 6)"
+read -r REDIS_PORT UP_PORT GW_PORT GW2_PORT RSS_PORT TLS_PLAIN_PORT TLS_PORT SLOW_PORT <<<"$(free_ports 8)"
+declare -A GW_PORT_OF=([gateway]=$GW_PORT [gateway2]=$GW2_PORT [rss-gateway]=$RSS_PORT) GW_WORKERS_OF=()
 RUN_ID="b$(date +%s)$RANDOM"
 BODY='{"amount":1000,"currency":"eur","customer":"cus_bench","description":"benchmark payment"}'
 REPLAY_KEY="bench-replay-$RUN_ID"
 POOL=64
 export BENCH_BODY="$BODY"
+
+# ------------------------------------------------------------------ cells
+
+# cell NAME MODE PATH [body=BYTES] [conns=N] [gw=GATEWAY] [pin=1] [ref=CELL]:
+# MODE is bench.lua's (plain, new, replay, nokey, mix), PATH the location it
+# posts to; body= a generated body of BYTES instead of BODY; gw= the nginx
+# that serves it (gateway, gateway2 with 2 workers, rss-gateway); pin=1 runs
+# it with redis-server on CPU 1 and everything else on CPU 0; ref= the cell
+# its ratios are taken against (default plain), in the same set of rounds.
+declare -A CELL_MODE=() CELL_PATH=() CELL_BODY=() CELL_CONNS=() CELL_GW=() CELL_PIN=() CELL_REF=()
+cell() {
+    local name=$1 kv
+    CELL_MODE[$name]=$2 CELL_PATH[$name]=$3 CELL_BODY[$name]="" CELL_CONNS[$name]=$conns
+    CELL_GW[$name]=gateway CELL_PIN[$name]=0 CELL_REF[$name]=plain
+    shift 3
+    for kv; do
+        case "$kv" in
+        body=*) CELL_BODY[$name]=${kv#*=} ;;
+        conns=*) CELL_CONNS[$name]=${kv#*=} ;;
+        gw=*) CELL_GW[$name]=${kv#*=} ;;
+        pin=*) CELL_PIN[$name]=${kv#*=} ;;
+        ref=*) CELL_REF[$name]=${kv#*=} ;;
+        *) die "cell $name: unknown attribute $kv" ;;
+        esac
+    done
+}
+replay_key_of() { [ "$1" = mix ] && echo "$REPLAY_KEY" || echo "$REPLAY_KEY-$1"; }
+
+cell plain plain /plain/pay
+cell new new /idem/pay
+cell replay replay /idem/pay
+cell nokey nokey /idem/pay
+cell zone-new new /zone/pay
+cell zone-replay replay /zone-replay/pay
+cell new-tls new /idem-tls/pay
+cell replay-tls replay /idem-tls/pay
+for n in 1 2 3; do cell "cluster-$n" new "/cluster$n/pay"; done
+cell plain-pinned plain /plain/pay pin=1 ref=plain-pinned
+cell new-pinned new /idem/pay pin=1 ref=plain-pinned
+cell replay-pinned replay /idem/pay pin=1 ref=plain-pinned
+cell mix mix /idem/pay gw=rss-gateway
+CELLS=(plain new replay nokey zone-new zone-replay new-tls replay-tls cluster-1 cluster-2 cluster-3
+       plain-pinned new-pinned replay-pinned)
+PIN_NOTE=""
+if [ "$(nproc)" -lt 2 ]; then
+    CELLS=("${CELLS[@]/*-pinned/}")
+    PIN_NOTE="one CPU only: the pinned cells (redis-server on a CPU of its own) are skipped"
+fi
+source "$repo/scripts/bench-growth.sh"   # GROWTH_CELLS, and what the growth set needs
+
+selected() {  # selected CELL...: those of them --cells names (all without --cells)
+    local c
+    for c; do
+        [ -n "$c" ] || continue
+        if [ -z "$only_cells" ] || [[ " $only_cells " == *" $c "* ]]; then echo "$c"; fi
+    done
+}
+for c in $only_cells; do [ -n "${CELL_MODE[$c]:-}" ] || die "--cells: no cell named $c"; done
+mapfile -t CELLS < <(selected "${CELLS[@]}")
+for c in $only_cells; do [[ " ${GROWTH_CELLS[*]} " == *" $c "* && " ${CELLS[*]} " != *" $c "* ]] && growth=1; done
+if [ "$growth" = 1 ] && [ "$do_cells" = 1 ]; then mapfile -t GROWTH_CELLS < <(selected "${GROWTH_CELLS[@]}"); else GROWTH_CELLS=(); fi
+[ ${#CELLS[@]} -gt 0 ] || [ ${#GROWTH_CELLS[@]} -gt 0 ] || do_cells=0
 
 redis_cmd=("$REDIS_SERVER" --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no
            --dir "$tmp/redis" --daemonize no --protected-mode yes)
@@ -257,6 +340,7 @@ nginx_common() {  # the http-level lines both nginx instances share
     scgi_temp_path $d/tmp/scgi;
     keepalive_requests 100000000;
     keepalive_timeout 300s;
+    client_max_body_size 2m;
 EOF
 }
 
@@ -273,6 +357,7 @@ $(nginx_common "$d")
     default_type application/json;
     server {
         listen 127.0.0.1:$UP_PORT backlog=4096;
+        location /static/ { root $d; }
         location / {
             return 201 '{"id":"pay_\$request_id","object":"payment","amount":1000,"currency":"eur","status":"succeeded","customer":"cus_bench","description":"benchmark payment","created":1700000000,"livemode":false}';
         }
@@ -281,12 +366,12 @@ $(nginx_common "$d")
 EOF
 }
 
-write_gateway_conf() {  # write_gateway_conf DIR PORT
-    local d=$1 port=$2
+write_gateway_conf() {  # write_gateway_conf DIR PORT WORKERS
+    local d=$1 port=$2 workers=$3
     cat >"$d/nginx.conf" <<EOF
-# the gateway of scripts/bench.sh: the module, one worker
+# the gateway of scripts/bench.sh: the module, $workers worker(s)
 load_module $MODULE;
-worker_processes 1;
+worker_processes $workers;
 error_log $d/error.log warn;
 pid $d/nginx.pid;
 events { worker_connections 4096; }
@@ -305,6 +390,7 @@ $(nginx_common "$d")
         listen 127.0.0.1:$port backlog=4096;
         proxy_http_version 1.1;
         proxy_set_header Connection "";
+        client_body_buffer_size 128k;   # request bodies up to 64 KB in memory, 1 MB in a temp file
 
         location /plain/ { idempotency off; proxy_pass http://backend; }
         location /idem/  { idempotency on;  proxy_pass http://backend; }
@@ -316,7 +402,8 @@ $(nginx_common "$d")
             idempotency_redis_ssl_trusted_certificate $tmp/tls/ca.pem;
             proxy_pass http://backend;
         }
-$(for n in 1 2 3; do
+$(growth_locations)
+$(for n in ${!CLUSTER_PORTS[@]}; do
     printf '        location /cluster%s/ { idempotency on; idempotency_redis_cluster 127.0.0.1:%s; proxy_pass http://backend; }\n' \
         "$n" "${CLUSTER_PORTS[$n]%% *}"
 done)
@@ -341,62 +428,64 @@ stub_requests() {  # the gateway's request count (stub_status), this query exclu
     echo $((n - 1))
 }
 
-post() {  # post PORT PATH [KEY]: the response head and body, to stdout
-    local args=(-s -i --max-time 5 -X POST -H 'Content-Type: application/json' --data-binary "$BODY")
+post() {  # post PORT PATH [KEY [BODY_BYTES]]: the response head and body, to stdout
+    local args=(-s -i --max-time 10 -X POST -H 'Content-Type: application/json') data=$tmp/body-${4:-default}
+    if [ ! -f "$data" ]; then
+        if [ -n "${4:-}" ]; then
+            perl -e 'print q({"pad":"), "x" x ($ARGV[0] - 10), q("})' "$4" >"$data"   # as bench.lua builds it
+        else
+            printf '%s' "$BODY" >"$data"
+        fi
+    fi
+    args+=(--data-binary "@$data")
     [ -n "${3:-}" ] && args+=(-H "Idempotency-Key: $3")
     curl "${args[@]}" "http://127.0.0.1:$1$2"
 }
 
-check_gateway() {  # check_gateway PORT KEY: the cells answer what they should; KEY is stored
-    local port=$1 key=$2 r
-    r=$(post "$port" /plain/pay) || die "plain: no answer"
-    [[ "$r" == "HTTP/1.1 201"* ]] || die "plain: expected 201, got: ${r%%$'\r'*}"
-    r=$(post "$port" /idem/pay) || die "nokey: no answer"
-    [[ "$r" == "HTTP/1.1 201"* ]] || die "nokey: expected 201, got: ${r%%$'\r'*}"
-    r=$(post "$port" /idem/pay "$key") || die "new: no answer"
-    [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "new key: expected a fresh 201, got: ${r%%$'\r'*}"
-    r=$(post "$port" /idem/pay "$key") || die "replay: no answer"
-    [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "replay: expected a replayed 201, got: $r"
-    r=$(post "$port" /zone/pay "$key-zone-new") || die "zone-new: no answer"
-    [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "zone-new: expected a fresh 201, got: ${r%%$'\r'*}"
-    r=$(post "$port" /zone-replay/pay "$key") || die "zone-replay: no answer (storing the key)"
-    r=$(post "$port" /zone-replay/pay "$key") || die "zone-replay: no answer"
-    [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "zone-replay: expected a replayed 201, got: $r"
-    UP_BODY_BYTES=$(printf '%s' "${r#*$'\r\n\r\n'}" | wc -c)
-    r=$(post "$port" /idem-tls/pay "$key") || die "new-tls: no answer"
-    [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "new-tls: expected a fresh 201, got: ${r%%$'\r'*}"
-    r=$(post "$port" /idem-tls/pay "$key") || die "replay-tls: no answer"
-    [[ "$r" == "HTTP/1.1 201"* && "$r" == *"Idempotent-Replayed: true"* ]] || die "replay-tls: expected a replayed 201, got: $r"
-    local n
-    for n in 1 2 3; do
-        r=$(post "$port" "/cluster$n/pay" "$key-cluster-$n") || die "cluster-$n: no answer"
-        [[ "$r" == "HTTP/1.1 201"* && "$r" != *Idempotent-Replayed* ]] || die "cluster-$n: expected a fresh 201, got: ${r%%$'\r'*}"
-    done
+check_cell() {  # check_cell CELL: it answers what it should; a replay cell's key is stored
+    local c=$1 port=${GW_PORT_OF[${CELL_GW[$1]}]} path=${CELL_PATH[$1]} body=${CELL_BODY[$1]} r
+    case "${CELL_MODE[$c]}" in
+    plain | nokey)
+        r=$(post "$port" "$path" "" "$body") || die "$c: no answer"
+        [[ "$r" == "HTTP/1.1 20"[01]* && "$r" != *Idempotent-Replayed* ]] || die "$c: expected 200 or 201, got: ${r%%$'\r'*}" ;;
+    new)
+        CHECKS=$((CHECKS + 1))
+        r=$(post "$port" "$path" "$RUN_ID-check-$c-$CHECKS" "$body") || die "$c: no answer"
+        [[ "$r" == "HTTP/1.1 20"[01]* && "$r" != *Idempotent-Replayed* ]] || die "$c: expected a fresh 200 or 201, got: ${r%%$'\r'*}" ;;
+    replay)
+        post "$port" "$path" "$(replay_key_of "$c")" "$body" >/dev/null || die "$c: no answer (storing the key)"
+        r=$(post "$port" "$path" "$(replay_key_of "$c")" "$body") || die "$c: no answer"
+        [[ "$r" == "HTTP/1.1 20"[01]* && "$r" == *"Idempotent-Replayed: true"* ]] || die "$c: expected a replay, got: ${r%%$'\r\n\r\n'*}" ;;
+    esac
+    RESPONSE_BYTES[$c]=$(printf '%s' "${r#*$'\r\n\r\n'}" | wc -c)
 }
+declare -A RESPONSE_BYTES=()
+CHECKS=0
 
 # ------------------------------------------------------------------ wrk
 
-CELLS=(plain new replay nokey zone-new zone-replay new-tls replay-tls cluster-1 cluster-2 cluster-3)
-export BENCH_CELLS="${CELLS[*]}"    # the order of the report's tables
-
-# wrk_start PURPOSE MODE SECONDS PORT LOG [CONNS]: wrk in the background
-# (WRK_PID: the `timeout` around it, which passes INT on to wrk);
+# wrk_start PURPOSE CELL SECONDS LOG [CONNS]: wrk in the background, with
+# the cell's settings in bench.lua's environment, under `taskset -c 0` for a
+# pinned cell (WRK_PID: the `timeout` around it, which passes INT on to wrk);
 # wrk_finish: waits for it and sets $wrk_line (the BENCH line of bench.lua).
 # run_wrk: both.
 declare -a WRK_FORMS=()    # the distinct command lines, for the report
-declare -A WRK_MODES=()
+declare -A WRK_CELLS=()
 wrk_start() {
-    local purpose=$1 mode=$2 secs=$3 port=$4 log=$5 c=${6:-$conns} t=$threads
+    local purpose=$1 cell=$2 secs=$3 log=$4 c=${5:-${CELL_CONNS[$2]}} t=$threads pin=()
     [ "$c" -lt "$t" ] && t=$c
-    local run="$RUN_ID-$((++WRK_RUNS))"
-    local cmd=(env BENCH_MODE="$mode" BENCH_RUN="$run" BENCH_REPLAY_KEY="$REPLAY_KEY" BENCH_POOL="$POOL"
-               "$WRK" -t"$t" -c"$c" -d"${secs}s" --latency --timeout 5s -s "$LUA" "http://127.0.0.1:$port/")
-    local form="$purpose: BENCH_RUN=<unique per run> wrk -t$t -c$c -d${secs}s --latency --timeout 5s"
+    [ "${CELL_PIN[$cell]}" = 1 ] && pin=(taskset -c 0)
+    local run="$RUN_ID-$((++WRK_RUNS))" port=${GW_PORT_OF[${CELL_GW[$cell]}]}
+    local cmd=(env BENCH_MODE="${CELL_MODE[$cell]}" BENCH_PATH="${CELL_PATH[$cell]}" BENCH_RUN="$run"
+               BENCH_REPLAY_KEY="$(replay_key_of "$cell")" BENCH_POOL="$POOL")
+    [ -n "${CELL_BODY[$cell]}" ] && cmd+=(BENCH_BODY_BYTES="${CELL_BODY[$cell]}")
+    cmd+=("${pin[@]}" "$WRK" -t"$t" -c"$c" -d"${secs}s" --latency --timeout 5s -s "$LUA" "http://127.0.0.1:$port/")
+    local form="$purpose: ${pin[*]}${pin:+ }wrk -t$t -c$c -d${secs}s --latency --timeout 5s"
     form+=" -s scripts/bench.lua http://127.0.0.1:PORT/"
-    if [ -z "${WRK_MODES[$form]+x}" ]; then WRK_FORMS+=("$form"); WRK_MODES[$form]=""; fi
-    [[ " ${WRK_MODES[$form]} " == *" $mode "* ]] || WRK_MODES[$form]+=" $mode"
+    if [ -z "${WRK_CELLS[$form]+x}" ]; then WRK_FORMS+=("$form"); WRK_CELLS[$form]=""; fi
+    [[ " ${WRK_CELLS[$form]} " == *" $cell "* ]] || WRK_CELLS[$form]+=" $cell"
     start_bg wrk "$log" timeout --signal=INT --kill-after=5 $((secs + 30)) "${cmd[@]}"
-    WRK_PID=$started_pid WRK_LOG=$log WRK_MODE=$mode
+    WRK_PID=$started_pid WRK_LOG=$log WRK_MODE=$cell
 }
 wrk_finish() {
     local rc=0
@@ -459,7 +548,7 @@ monitor_sample() {  # CELL: sets MON (REQUESTS|SENT_PER_REQUEST|BREAKDOWN)
     mpid=$started_pid
     for _ in $(seq 50); do grep -q '^OK' "$log" 2>/dev/null && break; sleep 0.05; done
     before=$(stub_requests "$GW_PORT")
-    run_wrk "MONITOR sample (redis-cli monitor running)" "$cell" 1 "$GW_PORT" "$tmp/wrk-monitor-$cell.log" 4
+    run_wrk "MONITOR sample (redis-cli monitor running)" "$cell" 1 "$tmp/wrk-monitor-$cell.log" 4
     sleep 0.3
     after=$(stub_requests "$GW_PORT")
     stop_pid "$mpid" TERM
@@ -479,9 +568,6 @@ monitor_sample() {  # CELL: sets MON (REQUESTS|SENT_PER_REQUEST|BREAKDOWN)
     ' "$log" $((after - before - 1)))
 }
 
-# ------------------------------------------------------------------ report helpers
-
-
 # ------------------------------------------------------------------ start
 
 mkdir -p "$OUT_DIR"
@@ -495,45 +581,59 @@ git -C "$repo" diff --quiet HEAD -- module config 2>/dev/null || GIT_REV+=" (mod
 echo "nginx-idempotency benchmark: $NGINX_VERSION ($NGINX_BIN), redis $REDIS_VERSION, wrk $WRK_VERSION, $(nproc) CPUs"
 echo "module $MODULE (commit $GIT_REV); temp dir $tmp"
 if [ "$do_cells" = 1 ]; then
-    echo "cells: ${CELLS[*]}; $rounds rounds of ${duration}s each, $warmup s warm-up; wrk -t$threads -c$conns"
+    [ ${#CELLS[@]} -eq 0 ] || echo "cells: ${CELLS[*]}; $rounds rounds of ${duration}s each, $warmup s warm-up; wrk -t$threads -c$conns"
+    [ ${#GROWTH_CELLS[@]} -eq 0 ] || echo "growth cells: ${GROWTH_CELLS[*]}; $growth_rounds rounds of ${growth_duration}s each"
+    [ -z "$PIN_NOTE" ] || echo "$PIN_NOTE"
 fi
 
 start_redis
 note "redis-server pid $REDIS_PID on 127.0.0.1:$REDIS_PORT"
 start_redis_tls
 note "redis-server (TLS) pid $REDIS_TLS_PID on 127.0.0.1:$TLS_PORT (TLS), $TLS_PLAIN_PORT"
-if [ "$do_cells" = 1 ]; then
+if [[ " ${CELLS[*]} " == *" cluster-"* ]]; then
     start_clusters
     for n in 1 2 3; do note "Redis Cluster of $n master(s): ports ${CLUSTER_PORTS[$n]}, pids ${CLUSTER_PIDS[$n]}"; done
 fi
 mkdir -p "$tmp/upstream"
 write_upstream_conf "$tmp/upstream"
+write_static_files "$tmp/upstream"
 start_nginx upstream "$tmp/upstream"
 UP_PID=$started_pid
 wait_for "the upstream nginx" "$UP_PID" curl -sf -o /dev/null -X POST "http://127.0.0.1:$UP_PORT/" -w '%{http_code}' --max-time 2
 UP_WORKER=$(workers_of "$UP_PID" | head -1)
 note "upstream nginx master $UP_PID on 127.0.0.1:$UP_PORT, worker $UP_WORKER"
 
-start_gateway() {  # start_gateway NAME PORT: sets GW_PID, GW_WORKER
-    local d="$tmp/$1"
+declare -A GW_PID_OF=()
+start_gateway() {  # start_gateway NAME [WORKERS]: sets GW_PID, GW_WORKER (the first), GW_WORKERS_OF[NAME]
+    local d="$tmp/$1" port=${GW_PORT_OF[$1]} n=${2:-1} w
     mkdir -p "$d"
-    write_gateway_conf "$d" "$2"
+    write_gateway_conf "$d" "$port" "$n"
     start_nginx "$1" "$d"
-    GW_PID=$started_pid GW_NAME=$1
-    wait_for "the $1 nginx" "$GW_PID" curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$2/bench-status"
-    GW_WORKER=$(workers_of "$GW_PID" | head -1)
+    GW_PID=$started_pid
+    GW_PID_OF[$1]=$GW_PID
+    wait_for "the $1 nginx" "$GW_PID" curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/bench-status"
+    for _ in $(seq 50); do
+        w=$(workers_of "$GW_PID" | tr '\n' ' ')
+        [ "$(wc -w <<<"$w")" -ge "$n" ] && break
+        sleep 0.1
+    done
+    GW_WORKERS_OF[$1]=${w% }
+    GW_WORKER=${w%% *}
     [ -n "$GW_WORKER" ] || die "the $1 nginx has no worker"
-    note "$1 nginx master $GW_PID on 127.0.0.1:$2, worker $GW_WORKER"
+    note "$1 nginx master $GW_PID on 127.0.0.1:$port, worker(s) ${GW_WORKERS_OF[$1]}"
 }
 
-LOG_FINDINGS=()
-stop_gateway() {  # stops it and keeps what its error log says (warn and above)
-    stop_pid "$GW_PID" TERM
-    local log="$tmp/$GW_NAME/error.log" n
-    n=$(grep -c '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log" 2>/dev/null || true)
+LOG_FINDINGS=() TEMP_FILE_LINES=()
+stop_gateway() {  # stop_gateway NAME: stops it and keeps what its error log says (warn and above)
+    stop_pid "${GW_PID_OF[$1]}" TERM
+    local log="$tmp/$1/error.log" n temp
+    # the 1 MB request bodies go through a temp file by design: counted, not a finding
+    temp=$(grep -c 'is buffered to a temporary file' "$log" 2>/dev/null || true)
+    [ "${temp:-0}" -eq 0 ] || TEMP_FILE_LINES+=("$1: $temp")
+    n=$(grep '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log" 2>/dev/null | grep -vc 'is buffered to a temporary file' || true)
     if [ "${n:-0}" -gt 0 ]; then
-        LOG_FINDINGS+=("$GW_NAME: $n lines at warn or above, first: $(grep -m1 '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log")")
-        note "the $GW_NAME error log has $n lines at warn or above"
+        LOG_FINDINGS+=("$1: $n lines at warn or above, first: $(grep '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log" | grep -vm1 'is buffered to a temporary file')")
+        note "the $1 error log has $n lines at warn or above"
     fi
 }
 
@@ -551,8 +651,13 @@ redis_ns() {  # redis_ns CELL: CPU time of the redis-server(s) that CELL uses
     esac
     echo "$total"
 }
+gateway_ns() {  # gateway_ns CELL: CPU time of the workers of the CELL's gateway
+    local pid total=0
+    for pid in ${GW_WORKERS_OF[${CELL_GW[$1]}]}; do total=$((total + $(proc_ns "$pid"))); done
+    echo "$total"
+}
 cpu_snap() {  # cpu_snap CELL
-    echo "$(proc_ns "$GW_WORKER") $(proc_ns "$UP_WORKER") $(redis_ns "${1:-new}")" \
+    echo "$(gateway_ns "$1") $(proc_ns "$UP_WORKER") $(redis_ns "$1")" \
          "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6, $9 }' /proc/stat)"
 }
 
@@ -565,71 +670,103 @@ RSS_NOTE=""
 
 # ------------------------------------------------------------------ the cells
 
-if [ "$do_cells" = 1 ]; then
-    start_gateway gateway "$GW_PORT"
-    check_gateway "$GW_PORT" "$REPLAY_KEY"
-    note "checked: plain 201, nokey 201, replay key $REPLAY_KEY stored and replayed (upstream body $UP_BODY_BYTES bytes)"
-
-    for cell in "${CELLS[@]}"; do
-        run_wrk "warm-up" "$cell" "$warmup" "$GW_PORT" "$tmp/wrk-warmup-$cell.log"
+# pin on|off: for a pinned cell, redis-server (all its threads) on CPU 1 and
+# the gateway, the upstream (masters and workers) on CPU 0, where wrk is
+# started too; off: back on every CPU.
+pin() {
+    local main=0 redis=1 pid
+    [ "$1" = on ] || { main="0-$(($(nproc) - 1))"; redis=$main; }
+    taskset -a -p -c "$redis" "$REDIS_PID" >/dev/null || die "taskset failed on redis-server $REDIS_PID"
+    for pid in "${GW_PID_OF[gateway]}" ${GW_WORKERS_OF[gateway]} "$UP_PID" "$UP_WORKER"; do
+        taskset -p -c "$main" "$pid" >/dev/null || die "taskset failed on nginx $pid"
     done
-    note "warm-up done (${warmup}s per cell)"
+}
 
-    # the commands the gateway sends, per cell (MONITOR sample, outside the rounds)
-    declare -A SENT=() SENT_BREAKDOWN=()
-    for cell in new replay nokey; do
-        monitor_sample "$cell"
-        IFS='|' read -r n per breakdown <<<"$MON"
-        SENT[$cell]=$per
-        SENT_BREAKDOWN[$cell]="$breakdown"
-        note "MONITOR sample $cell: $n requests, commands sent by the gateway per request $per ($breakdown)"
-    done
+# One cell run of the rounds: wrk for SECONDS with the CPU times of the
+# processes read before and after; one line of $RESULTS.
+measure_cell() {  # measure_cell PHASE ROUND CELL SECONDS
+    local phase=$1 r=$2 cell=$3 secs=$4 cpu_before cpu_after req dur rps cpu
+    [ "${CELL_PIN[$cell]}" = 1 ] && pin on
+    cpu_before=$(cpu_snap "$cell")
+    run_wrk "$phase rounds" "$cell" "$secs" "$tmp/wrk-$phase-r$r-$cell.log"
+    cpu_after=$(cpu_snap "$cell")
+    [ "${CELL_PIN[$cell]}" = 1 ] && pin off
+    check_errors "$phase round $r $cell"
+    req=$(field requests) dur=$(field duration_us)
+    rps=$(perl -e 'printf "%.0f", $ARGV[0] / ($ARGV[1] / 1e6)' "$req" "$dur")
+    cpu=$(perl -e '
+        my ($n, @v) = @ARGV;
+        my $CLK_TCK = $ENV{CLK_TCK} || 100;
+        my @d = map { $v[$_ + 6] - $v[$_] } 0 .. 5;
+        my $all = ($d[3] + $d[4] + $d[5]) || 1;
+        printf "%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%.0f", $d[0] / 1e3 / $n, $d[1] / 1e3 / $n, $d[2] / 1e3 / $n,
+            100 * $d[3] / $all, $d[3] * 1e6 / $CLK_TCK / $n, 100 * $d[5] / $all;' "$req" $cpu_before $cpu_after)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$r" "$cell" "$rps" "$(field p50_us)" "$(field p99_us)" \
+        "$req" "$cpu" >>"$RESULTS"
+    round_line+=" $cell $rps rps (machine $(cut -f5 <<<"$cpu") µs, steal $(cut -f6 <<<"$cpu")%);"
+}
 
-    declare -A STATS=()
+warm_up() {  # warm_up SECONDS CELL...: every cell answers, and runs once
+    local secs=$1 cell
+    shift
+    for cell; do check_cell "$cell"; done
+    for cell; do run_wrk "warm-up" "$cell" "$secs" "$tmp/wrk-warmup-$cell.log"; done
+    note "checked and warmed up (${secs}s per cell): $*"
+}
+
+# run_rounds PHASE ROUNDS SECONDS CELL...: the cells alternately, the order
+# rotating each round. Round 1 of new and replay in the default phase also
+# counts Redis's commands per request (STATS).
+declare -A STATS=()
+run_rounds() {
+    local phase=$1 rounds=$2 secs=$3 r i cell req_before req_after order
+    shift 3
+    local cells=("$@")
     for ((r = 1; r <= rounds; r++)); do
         order=()
-        for ((i = 0; i < ${#CELLS[@]}; i++)); do
-            order+=("${CELLS[$(((i + r - 1) % ${#CELLS[@]}))]}")
-        done
-        line="round $r/$rounds:"
+        for ((i = 0; i < ${#cells[@]}; i++)); do order+=("${cells[$(((i + r - 1) % ${#cells[@]}))]}"); done
+        round_line="$phase round $r/$rounds:"
         for cell in "${order[@]}"; do
-            if [ "$r" = 1 ] && [[ "$cell" == new || "$cell" == replay ]]; then
+            if [ "$phase" = default ] && [ "$r" = 1 ] && [[ "$cell" == new || "$cell" == replay ]]; then
                 redis_snapshot >"$tmp/redis-before-$cell"
                 req_before=$(stub_requests "$GW_PORT")
-            fi
-            cpu_before=$(cpu_snap "$cell")
-            run_wrk "the rounds" "$cell" "$duration" "$GW_PORT" "$tmp/wrk-r$r-$cell.log"
-            cpu_after=$(cpu_snap "$cell")
-            check_errors "round $r $cell"
-            if [ "$r" = 1 ] && [[ "$cell" == new || "$cell" == replay ]]; then
+                measure_cell "$phase" "$r" "$cell" "$secs"
                 sleep 0.3   # requests still in flight when wrk stopped finish their Redis work
                 req_after=$(stub_requests "$GW_PORT")
                 redis_snapshot >"$tmp/redis-after-$cell"
                 STATS[$cell]=$(redis_per_request "$tmp/redis-before-$cell" "$tmp/redis-after-$cell" \
                                $((req_after - req_before - 1)))
+            else
+                measure_cell "$phase" "$r" "$cell" "$secs"
             fi
-            req=$(field requests) dur=$(field duration_us)
-            rps=$(perl -e 'printf "%.0f", $ARGV[0] / ($ARGV[1] / 1e6)' "$req" "$dur")
-            cpu=$(perl -e '
-                my ($n, @v) = @ARGV;
-                my $CLK_TCK = $ENV{CLK_TCK} || 100;
-                my @d = map { $v[$_ + 6] - $v[$_] } 0 .. 5;
-                my $all = ($d[3] + $d[4] + $d[5]) || 1;
-                printf "%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%.0f", $d[0] / 1e3 / $n, $d[1] / 1e3 / $n, $d[2] / 1e3 / $n,
-                    100 * $d[3] / $all, $d[3] * 1e6 / $CLK_TCK / $n, 100 * $d[5] / $all;' "$req" $cpu_before $cpu_after)
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$cell" "$rps" "$(field p50_us)" "$(field p99_us)" "$req" "$cpu" >>"$RESULTS"
-            line+=" $cell $rps rps (p99 $(perl -e 'printf "%.2f", $ARGV[0] / 1000' "$(field p99_us)") ms, steal $(cut -f6 <<<"$cpu")%);"
         done
-        note "${line%;}"
+        note "${round_line%;}"
     done
-    stop_gateway
+}
+
+if [ "$do_cells" = 1 ]; then
+    start_gateway gateway 1
+    if [ ${#CELLS[@]} -gt 0 ]; then
+        warm_up "$warmup" "${CELLS[@]}"
+        # the commands the gateway sends, per cell (MONITOR sample, outside the rounds)
+        declare -A SENT=() SENT_BREAKDOWN=()
+        for cell in $(selected new replay nokey); do
+            monitor_sample "$cell"
+            IFS='|' read -r n per breakdown <<<"$MON"
+            SENT[$cell]=$per
+            SENT_BREAKDOWN[$cell]="$breakdown"
+            note "MONITOR sample $cell: $n requests, commands sent by the gateway per request $per ($breakdown)"
+        done
+        run_rounds default "$rounds" "$duration" "${CELLS[@]}"
+    fi
+    [ ${#GROWTH_CELLS[@]} -eq 0 ] || run_growth
+    stop_gateway gateway
 fi
 
 # ------------------------------------------------------------------ memory
 
 if [ "$do_rss" = 1 ]; then
-    start_gateway rss-gateway "$RSS_PORT"
-    check_gateway "$RSS_PORT" "$REPLAY_KEY-rss-check"
+    start_gateway rss-gateway
     for ((i = 0; i < POOL; i++)); do
         post "$RSS_PORT" /idem/pay "$REPLAY_KEY-$i" >/dev/null || die "could not store the pool's keys"
     done
@@ -643,7 +780,7 @@ if [ "$do_rss" = 1 ]; then
     cps=()
     for cp in 10000 100000 500000 1000000; do [ "$cp" -lt "$rss_requests" ] && cps+=("$cp"); done
     cps+=("$rss_requests")
-    wrk_start "memory run (stopped by the poller at the request count)" mix "$rss_seconds" "$RSS_PORT" "$tmp/wrk-rss.log"
+    wrk_start "memory run (stopped by the poller at the request count)" mix "$rss_seconds" "$tmp/wrk-rss.log"
     start_bg "rss poller" "$tmp/rss-poller.log" perl -MIO::Socket::INET -MTime::HiRes=time,sleep -e '
         my ($port, $worker, $wrk, $base, @cps) = @ARGV;
         $| = 1;
@@ -688,12 +825,17 @@ if [ "$do_rss" = 1 ]; then
     last_cp=${cps[-1]}
     [ "$done_n" -ge "$last_cp" ] || RSS_NOTE="time limit (${rss_seconds}s) reached at $done_n requests, before $last_cp"
     [ -z "$RSS_NOTE" ] || note "$RSS_NOTE"
-    stop_gateway
+    stop_gateway rss-gateway
 fi
 
 # ------------------------------------------------------------------ report
 
 report="$tmp/report.md"
+report_table() {  # report_table TABLE PHASE CELL...: a table of bench-report.pl, each cell against its reference
+    local table=$1 phase=$2 c
+    shift 2
+    perl "$repo/scripts/bench-report.pl" "$table" "$RESULTS" "$phase" $(for c; do printf '%s@%s ' "$c" "${CELL_REF[$c]}"; done)
+}
 {
     echo "# nginx-idempotency benchmark"
     echo
@@ -702,65 +844,33 @@ report="$tmp/report.md"
     echo "- nginx: $NGINX_VERSION ($NGINX_BIN); redis: $REDIS_VERSION; wrk: $WRK_VERSION"
     echo "- module: build/ngx_http_idempotency_module.so, commit $GIT_REV, built $(date -u -r "$MODULE" '+%Y-%m-%d %H:%M:%S UTC'), sha256 $(sha256sum "$MODULE" | cut -c1-16)"
     echo "- everything on 127.0.0.1 on the same machine: wrk, the gateway (1 worker), the upstream nginx (1 worker), redis-server"
-    if [ "$do_cells" = 1 ]; then
-        echo "- $rounds rounds, ${duration}s per cell per round (order rotating), ${warmup}s warm-up per cell; medians over the rounds"
-        echo "- request: POST, ${#BODY}-byte JSON body; upstream answer: 201, $UP_BODY_BYTES-byte JSON body"
+    if [ "$do_cells" = 1 ] && [ ${#CELLS[@]} -gt 0 ]; then
+        echo "- $rounds rounds, ${duration}s per cell per round (order rotating), ${warmup}s warm-up per cell; every figure is the median over the rounds with the min–max over the rounds beside it"
+        echo "- request: POST, ${#BODY}-byte JSON body; upstream answer: 201, ${RESPONSE_BYTES[plain]:-?}-byte JSON body"
+        echo
+        echo "## CPU time per request"
+        echo
+        echo "µs of CPU per request, from /proc/PID/schedstat (the whole machine from /proc/stat: wrk and the kernel included); all processes share the same $(nproc) CPUs, except in the *-pinned cells, where redis-server has CPU 1 to itself and wrk, the gateway and the upstream share CPU 0 (a deployment with Redis elsewhere). For the cluster cells the redis-server column sums the cluster's masters. \"machine × ref\": the whole machine's µs per request against the reference cell's, in these same rounds."
+        echo
+        report_table cpu default "${CELLS[@]}"
+        [ -z "$PIN_NOTE" ] || { echo; echo "$PIN_NOTE."; }
         echo
         echo "## Throughput and latency"
         echo
-        perl -e '
-            my ($file, $rounds) = @ARGV;
-            my %v;
-            open my $fh, "<", $file or die;
-            while (<$fh>) { chomp; my ($r, $c, $rps, $p50, $p99) = split /\t/; push @{ $v{$c}{rps} }, $rps; push @{ $v{$c}{p50} }, $p50; push @{ $v{$c}{p99} }, $p99 }
-            sub med { my @s = sort { $a <=> $b } @_; return @s % 2 ? $s[$#s / 2] : ($s[@s / 2 - 1] + $s[@s / 2]) / 2 }
-            my %m;
-            for my $c (keys %v) { $m{$c}{$_} = med(@{ $v{$c}{$_} }) for qw(rps p50 p99) }
-            print "| cell | requests/s (median) | rps range over rounds | × plain | p50 ms | p99 ms | p99 added over plain, ms |\n";
-            print "|---|---:|---:|---:|---:|---:|---:|\n";
-            for my $c (split " ", $ENV{BENCH_CELLS}) {
-                next unless $m{$c};
-                my @r = sort { $a <=> $b } @{ $v{$c}{rps} };
-                printf "| %s | %.0f | %.0f–%.0f | %.3f | %.3f | %.3f | %+.3f |\n", $c, $m{$c}{rps}, $r[0], $r[-1],
-                    $m{$c}{rps} / $m{plain}{rps}, $m{$c}{p50} / 1000, $m{$c}{p99} / 1000, ($m{$c}{p99} - $m{plain}{p99}) / 1000;
-            }
-            print "\nCPU time per request (medians; from /proc/PID/schedstat, all processes share the same $ARGV[2] CPUs):\n\n";
-            print "| cell | gateway worker µs | upstream worker µs | redis-server µs | whole machine µs (wrk, kernel included) | machine busy | stolen by the hypervisor |\n";
-            print "|---|---:|---:|---:|---:|---:|---:|\n";
-            my %c;
-            open my $in, "<", $file or die;
-            while (<$in>) { chomp; my @f = split /\t/; push @{ $c{$f[1]}[$_] }, $f[6 + $_] for 0 .. 5 }
-            for my $cell (split " ", $ENV{BENCH_CELLS}) {
-                next unless $c{$cell};
-                printf "| %s | %.1f | %.1f | %.1f | %.1f | %.0f %% | %.0f %% |\n", $cell, map { med(@{ $c{$cell}[$_] }) } 0 .. 2, 4, 3, 5;
-            }
-            open my $out, ">", "$file.medians" or die;
-            for my $c (keys %m) { print $out join("\t", $c, $m{$c}{rps} / $m{plain}{rps}, ($m{$c}{p99} - $m{plain}{p99}) / 1000), "\n" }
-        ' "$RESULTS" "$rounds" "$(nproc)"
+        report_table throughput default "${CELLS[@]}"
         echo
         echo "Per round (requests/s):"
         echo
         echo '```'
-        perl -e '
-            my %v; my @rounds;
-            while (<STDIN>) { chomp; my ($r, $c, $rps, $p50, $p99) = split /\t/; $v{$r}{$c} = sprintf "%6d (p99 %5.2f ms, steal %2d%%)", $rps, $p99 / 1000, (split /\t/)[11] // 0; push @rounds, $r unless grep { $_ == $r } @rounds }
-            my @cells = split " ", $ENV{BENCH_CELLS};
-            printf "%-6s" . " %-34s" x @cells . "\n", "round", @cells;
-            for my $r (@rounds) { printf "%-6s" . " %-34s" x @cells . "\n", $r, map { $v{$r}{$_} // "-" } @cells }
-        ' <"$RESULTS"
+        report_table rounds default "${CELLS[@]}"
         echo '```'
-        perl -e '
-            my ($n, $bad) = (0, 0);
-            while (<STDIN>) { chomp; my @f = split /\t/; $n++; $bad++ if ($f[11] // 0) > 10 }
-            print "\nNote: $bad of $n cell runs lost more than 10 % of the machine to the hypervisor (steal);",
-                  " they are in the medians. Rerun on a quiet machine for firmer figures.\n" if $bad;
-        ' <"$RESULTS"
+        report_table steal default "${CELLS[@]}"
         echo
         echo "## Redis commands per request"
         echo
         echo "| cell | sent by the gateway (MONITOR sample) | INFO commandstats, round 1: calls per request × Redis CPU µs per call (includes the commands Lua scripts run inside Redis; EVALSHA's time includes theirs) | total_commands_processed, round 1 | Redis socket reads (total_reads_processed), round 1 |"
         echo "|---|---|---|---|---|"
-        for cell in new replay nokey; do
+        for cell in $(selected new replay nokey); do
             if [ -n "${STATS[$cell]:-}" ]; then
                 IFS='|' read -r n cmds sum total reads <<<"${STATS[$cell]}"
                 echo "| $cell | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | $sum ($cmds; $n requests) | $total | $reads |"
@@ -771,11 +881,10 @@ report="$tmp/report.md"
         echo
         echo "## Targets (informational)"
         echo
-        perl -e '
-            my ($file, $new_sent, $replay_sent) = @ARGV;
+        report_table ratio default "${CELLS[@]}" | perl -e '
+            my ($new_sent, $replay_sent) = @ARGV;
             my %m;
-            open my $fh, "<", "$file.medians" or die;
-            while (<$fh>) { chomp; my ($c, $ratio, $added) = split /\t/; $m{$c} = [$ratio, $added] }
+            while (<STDIN>) { my ($c, $ratio, $added) = split; $m{$c} = [$ratio, $added] }
             my @t = (
                 ["new rps ≥ 0.80 × plain",    $m{new}[0],    sub { $_[0] >= 0.80 }, "%.3f"],
                 ["replay rps ≥ 1.0 × plain",  $m{replay}[0], sub { $_[0] >= 1.0 },  "%.3f"],
@@ -783,15 +892,18 @@ report="$tmp/report.md"
                 (map { ["$_ p99 added < 1 ms", $m{$_}[1], sub { $_[0] < 1 }, "%+.3f ms"] } qw(new replay nokey)),
                 ["zone-new rps ≥ 0.80 × plain", $m{"zone-new"}[0], sub { $_[0] >= 0.80 }, "%.3f"],
                 ["zone-replay rps ≥ 1.0 × plain", $m{"zone-replay"}[0], sub { $_[0] >= 1.0 }, "%.3f"],
+                ["new-pinned rps ≥ 0.80 × plain-pinned", $m{"new-pinned"}[0], sub { $_[0] >= 0.80 }, "%.3f"],
                 ["new: 2 Redis commands per request",    $new_sent,    sub { abs($_[0] - 2) < 0.05 }, "%.2f"],
                 ["replay: 1 Redis command per request",  $replay_sent, sub { abs($_[0] - 1) < 0.05 }, "%.2f"],
             );
             for my $t (@t) {
                 my ($what, $v, $ok, $fmt) = @$t;
+                next unless defined $v && length $v;
                 printf "- %-38s %-12s %s\n", $what . ":", sprintf($fmt, $v), $ok->($v) ? "met" : "NOT met";
             }
-        ' "$RESULTS" "${SENT[new]}" "${SENT[replay]}"
+        ' "${SENT[new]:-}" "${SENT[replay]:-}"
     fi
+    [ ${#GROWTH_CELLS[@]} -eq 0 ] || growth_report
     if [ "$do_rss" = 1 ]; then
         echo
         echo "## Gateway worker memory (VmRSS)"
@@ -815,7 +927,7 @@ report="$tmp/report.md"
     fi
     echo
     if [ ${#LOG_FINDINGS[@]} -eq 0 ]; then
-        echo "Gateway error logs (level warn): empty."
+        echo "Gateway error logs (level warn): empty$([ ${#TEMP_FILE_LINES[@]} -eq 0 ] || echo " but for the warnings that a body is buffered to a temporary file (the large request bodies; ${TEMP_FILE_LINES[*]})")."
     else
         echo "Gateway error logs (level warn):"
         for l in "${LOG_FINDINGS[@]}"; do echo "- $l"; done
@@ -824,19 +936,28 @@ report="$tmp/report.md"
     echo "## Commands"
     echo
     echo '```sh'
-    echo "scripts/bench.sh$( [ "$quick" = 1 ] && printf ' --quick')$( [ "$rss_only" = 1 ] && printf ' --rss')  # rounds=$rounds duration=${duration}s rss_seconds=$rss_seconds"
+    echo "scripts/bench.sh$ARGS_GIVEN  # rounds=$rounds duration=${duration}s growth: rounds=$growth_rounds duration=${growth_duration}s; rss_seconds=$rss_seconds"
     echo "${redis_cmd[*]}" | sed "s|$tmp|\$TMP|g; s|--save  |--save '' |; s|$REDIS_PORT|REDIS_PORT|"
     echo "$NGINX_BIN -p \$TMP/upstream/ -c \$TMP/upstream/nginx.conf -g 'daemon off;'"
     echo "$NGINX_BIN -p \$TMP/gateway/ -c \$TMP/gateway/nginx.conf -g 'daemon off;'"
-    echo "export BENCH_BODY='$BODY' BENCH_REPLAY_KEY=<the key stored beforehand> BENCH_POOL=$POOL"
+    [ ${#GROWTH_CELLS[@]} -eq 0 ] || echo "$NGINX_BIN -p \$TMP/gateway2/ -c \$TMP/gateway2/nginx.conf -g 'daemon off;'   # worker_processes 2"
+    echo "export BENCH_BODY='$BODY' BENCH_POOL=$POOL"
     for f in "${WRK_FORMS[@]}"; do
-        modes=$(echo ${WRK_MODES[$f]} | tr ' ' ',')
-        echo "# ${f%%: *}"
-        echo "BENCH_MODE={$modes} ${f#*: }"
+        echo "# ${f%%: *}, cells:${WRK_CELLS[$f]}"
+        echo "BENCH_MODE=<mode> BENCH_PATH=<path> [BENCH_BODY_BYTES=<bytes>] BENCH_REPLAY_KEY=<the cell's stored key> BENCH_RUN=<unique per run> ${f#*: }"
     done
     echo '```'
     echo
-    echo "Each \`new\` key is BENCH_RUN-thread-random-counter, with BENCH_RUN unique to every wrk run, so keys never repeat."
+    echo "Each \`new\` key is BENCH_RUN-thread-random-counter, with BENCH_RUN unique to every wrk run, so keys never repeat. The cells:"
+    echo
+    echo "| cell | BENCH_MODE | BENCH_PATH | BENCH_BODY_BYTES | wrk -c | gateway | pinned | ratios against |"
+    echo "|---|---|---|---:|---:|---|---|---|"
+    listed=()
+    for c in $([ "$do_cells" = 1 ] && echo "${CELLS[@]}" "${GROWTH_CELLS[@]}") $([ "$do_rss" = 1 ] && echo mix); do
+        [[ " ${listed[*]:-} " == *" $c "* ]] && continue
+        listed+=("$c")
+        echo "| $c | ${CELL_MODE[$c]} | ${CELL_PATH[$c]} | ${CELL_BODY[$c]:-${#BODY}} | ${CELL_CONNS[$c]} | ${CELL_GW[$c]} | $([ "${CELL_PIN[$c]}" = 1 ] && echo 'CPU 0; redis-server CPU 1' || echo no) | ${CELL_REF[$c]} |"
+    done
     echo
     echo "<details><summary>upstream nginx.conf</summary>"
     echo
