@@ -301,10 +301,11 @@ void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noe
     char* taken = value.data() == sealed ? sealed : value.data() == record.data() ? buffer : nullptr;
     ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl,
                          within_lease, taken);
-    if (taken == buffer) {
+    if (taken != nullptr && taken == buffer) {
         buffer = nullptr;
-    } else if (sealed != nullptr && taken != sealed) {
-        ngx_free(sealed);
+    }
+    if (sealed != nullptr && taken != sealed) {
+        ngx_free(sealed);  // sealing failed: the marker went instead
     }
     count(Counter::stored_responses);
     count(Counter::stored_bytes, value.size());
