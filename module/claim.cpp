@@ -99,7 +99,6 @@ void on_claim(void* data, const ClaimResult& result)
     switch (outcome) {
     case Outcome::fresh:
         ctx->owns_claim = true;
-        ctx->lease_end = lease_end(ctx->claim_sent, ctx->conf->lock_ttl, ctx->conf->redis_timeout);
         break;
     case Outcome::replayed:
         if (!keep_stored(ctx, result)) {
@@ -212,7 +211,8 @@ void claim_key(RequestCtx* ctx) noexcept
         ngx_array_t* keys = conf->seal_keys;
         ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
                            keys ? keys->nelts : 0};
-        ctx->claim_sent = ngx_current_msec;
+        // the lease a grant of this attempt will have (used once the claim is ours)
+        ctx->lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
         ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), conf->lock_ttl, waiter);
     }
     if (ctx->pending == nullptr) {

@@ -30,8 +30,7 @@ struct RequestCtx {
     ngx_str_t redis_key;
     ngx_str_t claim;       // the claim record: fingerprint and random token
     bool owns_claim;       // we hold the claim and have not settled it
-    ngx_msec_t claim_sent;  // when the claim that was granted was sent
-    ngx_msec_t lease_end;   // until when it surely holds (lease.hpp)
+    ngx_msec_t lease_end;  // until when the claim surely holds (lease.hpp), from when it was sent
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
 
     // replay: the stored response, decoded once; its views into a copy in r->pool

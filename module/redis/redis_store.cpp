@@ -4,7 +4,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include <cstring>
 #include <new>
 
 #include "replies.hpp"
