@@ -15,13 +15,12 @@
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
+#include "wait.hpp"
 
 namespace idem {
 namespace {
 
 constexpr size_t token_length = 16;
-constexpr ngx_msec_t first_wait_delay = 25;   // idempotency_wait backoff: 25 ms ...
-constexpr ngx_msec_t max_wait_delay = 500;    // ... doubling up to 500 ms
 
 LogLimiter unreachable_log, timeout_log;
 
@@ -33,35 +32,6 @@ void resume(ngx_http_request_t* r)
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
     ngx_http_run_posted_requests(c);
-}
-
-// idempotency_wait: look again after a growing delay, until the original
-// has finished (replay), was released (this request executes), or the wait
-// is over (409). Each look is one claim attempt: one round trip.
-void on_wait_timer(ngx_event_t* ev)
-{
-    claim_key(static_cast<RequestCtx*>(ev->data));
-}
-
-bool wait_for_original(RequestCtx* ctx)
-{
-    LocConf* conf = ctx->conf;
-    if (conf->wait == 0) {
-        return false;
-    }
-    if (!ctx->waited) {
-        ctx->waited = true;
-        ctx->wait_deadline = ngx_current_msec + conf->wait;
-        ctx->wait_delay = first_wait_delay;
-    }
-    if (ngx_current_msec >= ctx->wait_deadline) {
-        return false;
-    }
-    ngx_msec_t delay = ngx_min(ctx->wait_delay, ctx->wait_deadline - ngx_current_msec);
-    ctx->wait_delay = ngx_min(ctx->wait_delay * 2, max_wait_delay);
-    set_event(ctx->wait_timer, on_wait_timer, ctx, ctx->request->connection->log);
-    ngx_add_timer(&ctx->wait_timer, delay);
-    return true;
 }
 
 // The stored response, decoded by the store, kept for the replay: its bytes
@@ -81,42 +51,7 @@ bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
 
 void on_claim(void* data, const ClaimResult& result)
 {
-    auto* ctx = static_cast<RequestCtx*>(data);
-    ngx_http_request_t* r = ctx->request;
-    ctx->pending = nullptr;
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-
-    if (ctx->waited && result.outcome != Outcome::conflict) {
-        observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
-    }
-
-    std::string_view name = outcome_info(result.outcome).name;
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: %*s%s",
-                   &ctx->redis_key, name.size(), name.data(), ctx->waited ? ", after waiting" : "");
-    Outcome outcome = result.outcome;
-    switch (outcome) {
-    case Outcome::fresh:
-        ctx->owns_claim = true;
-        break;
-    case Outcome::replayed:
-        if (!keep_stored(ctx, result)) {
-            outcome = Outcome::unavailable;
-        } else if (ctx->waited) {
-            outcome = Outcome::waited;
-        }
-        break;
-    case Outcome::conflict:  // the original is in flight
-        if (wait_for_original(ctx)) {
-            return;
-        }
-        break;
-    default:  // the store logged what was not usable; 410 and 422 never execute again
-        break;
-    }
-    set_outcome(ctx, outcome);
-    resume(r);
+    claim_answered(static_cast<RequestCtx*>(data), result);
 }
 
 void on_claim_timeout(ngx_event_t* ev)
@@ -183,6 +118,46 @@ TokenSource tokens;
 
 }  // namespace
 
+// The claim's answer, or the answer of the look its wait group made (wait.cpp).
+void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
+    ctx->pending = nullptr;
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+
+    if (ctx->waited && result.outcome != Outcome::conflict) {
+        observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
+    }
+
+    std::string_view name = outcome_info(result.outcome).name;
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: %*s%s",
+                   &ctx->redis_key, name.size(), name.data(), ctx->waited ? ", after waiting" : "");
+    Outcome outcome = result.outcome;
+    switch (outcome) {
+    case Outcome::fresh:
+        ctx->owns_claim = true;
+        break;
+    case Outcome::replayed:
+        if (!keep_stored(ctx, result)) {
+            outcome = Outcome::unavailable;
+        } else if (ctx->waited) {
+            outcome = Outcome::waited;
+        }
+        break;
+    case Outcome::conflict:  // the original is in flight
+        if (wait_for_original(ctx)) {
+            return;
+        }
+        break;
+    default:  // the store logged what was not usable; 410 and 422 never execute again
+        break;
+    }
+    set_outcome(ctx, outcome);
+    resume(r);
+}
+
 bool make_claim_record(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;
@@ -238,9 +213,7 @@ void claim_stop_waiting(RequestCtx* ctx) noexcept
     if (ctx->timer.timer_set) {
         ngx_del_timer(&ctx->timer);
     }
-    if (ctx->wait_timer.timer_set) {
-        ngx_del_timer(&ctx->wait_timer);
-    }
+    stop_waiting(ctx);
     if (ctx->pending != nullptr) {
         ctx->store->abandon(ctx->pending);
         ctx->pending = nullptr;
@@ -267,6 +240,7 @@ void claim_release(RequestCtx* ctx, const char* why) noexcept
     ctx->store->release(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
     ctx->owns_claim = false;
     ctx->outcome = Outcome::released;
+    wake_waiters(ctx);
 }
 
 // With idempotency_encrypt_key, what goes to the store is the record sealed
@@ -310,6 +284,7 @@ void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noe
     count(Counter::stored_responses);
     count(Counter::stored_bytes, value.size());
     ctx->owns_claim = false;
+    wake_waiters(ctx);
 }
 
 void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept

@@ -9,6 +9,8 @@
 
 namespace idem {
 
+struct WaitGroup;
+
 // Everything the module knows about one main request.
 struct RequestCtx {
     ngx_http_request_t* request;
@@ -18,10 +20,12 @@ struct RequestCtx {
     // pre-content phase
     bool decided;          // outcome holds the claim's answer
     ngx_event_t timer;     // Redis timeout for the pending claim
-    ngx_event_t wait_timer;  // idempotency_wait: next look at an in-flight original
+    ngx_event_t wait_timer;  // idempotency_wait: when the wait runs out
     ngx_msec_t wait_deadline;
-    ngx_msec_t wait_delay;
     bool waited;
+    bool wait_due;         // the wait ran out: answered by the group's next look
+    WaitGroup* wait_group; // the requests waiting for the same original (wait.cpp)
+    ngx_queue_t wait_link;
     PendingOp* pending;    // the claim in flight, nullptr when none
     Store* store;
 

@@ -8,11 +8,63 @@ use IdempotencyTest;
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
+
+# $n duplicates of an in-flight original all wait for it, and each gets
+# its response.
+sub waiters_get_the_response {
+    my ($uri, $key, $n) = @_;
+    my $original = IdempotencyTest::start_in_flight($uri, $key);
+    my @waiters = map {
+        IdempotencyTest::send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                                      . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx")
+    } 1 .. $n;
+    my $replayed = grep {
+        my $res = IdempotencyTest::read_response($_);
+        $res->{status} == 201 && ($res->{headers}{'x-idempotency-status'} // '') eq 'waited'
+            && ($res->{headers}{'x-upstream-execution'} // '') eq '1'
+    } @waiters;
+    Test::More::is($replayed, $n, "$key: every waiter gets the original's response");
+    Test::More::is(IdempotencyTest::read_response($original)->{status}, 201, "$key: so does the original");
+}
+
+# ... and together they cost Redis their own first claim each plus the few
+# looks their group makes: at most 2 commands per waiter, where a look of
+# its own every 25-500 ms cost each of them about 8 over 2 s.
+sub waiters_share_looks {
+    my ($uri, $key, $n) = @_;
+    IdempotencyTest::redis_command('CONFIG', 'RESETSTAT');
+    waiters_get_the_response($uri, $key, $n);
+    my %calls = IdempotencyTest::redis_command('INFO', 'commandstats') =~ /^cmdstat_(\w+):calls=(\d+)/mg;
+    my $total = 0;
+    $total += $_ for values %calls;
+    my $of_waiters = $total - 2;  # the original's claim and its store
+    Test::More::ok($of_waiters <= 2 * $n, "$key: $of_waiters Redis commands for $n waiters, at most 2 each");
+}
+
+# Two duplicates in one group whose waits end on either side of the
+# original's end: the first gets 409 after a last look, the second the replay.
+sub waits_end_apart {
+    my ($uri, $key) = @_;
+    my $original = IdempotencyTest::start_in_flight($uri, $key);
+    my $raw = "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+              . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx";
+    my $first = IdempotencyTest::send_request($raw);
+    sleep 1;  # the second comes a second later, so its wait ends a second later
+    my $second = IdempotencyTest::send_request($raw);
+    my $res = IdempotencyTest::read_response($first);
+    Test::More::is($res->{status}, 409, "$key: the wait that ends before the original gets 409");
+    Test::More::is($res->{headers}{'x-idempotency-status'}, 'conflict', "$key: ... counted as conflict");
+    $res = IdempotencyTest::read_response($second);
+    Test::More::is($res->{status}, 201, "$key: the wait that ends after the original gets its response");
+    Test::More::is($res->{headers}{'x-idempotency-status'}, 'waited', "$key: ... counted as waited");
+    IdempotencyTest::read_response($original);
+}
+
 run_tests();
 
 __DATA__
 
-=== TEST 1: a duplicate waits for the original and gets its response
+=== TEST 1: a duplicate waits for the original and gets its response, woken when the original settles in its worker
 --- init
 our $original = IdempotencyTest::start_in_flight('/wait/1?sleep=1', 'wait-1');
 --- http_config
@@ -35,6 +87,9 @@ Idempotent-Replayed: true
 X-Upstream-Execution: 1
 X-Idempotency-Status: waited
 --- response_body_like: "execution":1,
+--- error_log
+waiting for the original of
+is settled: its waiters look now
 
 
 === TEST 2: when the wait runs out the duplicate gets 409 with Retry-After
@@ -82,3 +137,76 @@ Idempotency-Key: wait-3
 --- response_headers
 X-Upstream-Execution: 2
 X-Idempotency-Status: released
+
+
+=== TEST 4: twenty duplicates waiting for one original share its looks: at most 2 Redis commands each
+--- init
+main::waiters_share_looks('/wait/4?sleep=2', 'wait-4', 20);
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_wait 10s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request
+POST /wait/4?sleep=2
+x
+--- more_headers
+Idempotency-Key: wait-4
+--- error_code: 201
+--- response_headers
+Idempotent-Replayed: true
+X-Upstream-Execution: 1
+X-Idempotency-Status: replayed
+
+
+=== TEST 5: in one group, a wait that runs out before the original ends gets 409, a later one the replay
+--- init
+main::waits_end_apart('/wait/5?sleep=2', 'wait-5');
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_wait 1500ms;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request
+POST /wait/5?sleep=2
+x
+--- more_headers
+Idempotency-Key: wait-5
+--- error_code: 201
+--- response_headers
+Idempotent-Replayed: true
+X-Upstream-Execution: 1
+X-Idempotency-Status: replayed
+
+
+=== TEST 6: shared memory: twenty duplicates waiting for one original all get its response
+--- init
+main::waiters_get_the_response('/wait/6?sleep=1', 'wait-6', 20);
+--- http_config
+idempotency_zone zone=waits:1m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=waits;
+    idempotency_wait 10s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request
+POST /wait/6?sleep=1
+x
+--- more_headers
+Idempotency-Key: wait-6
+--- error_code: 201
+--- response_headers
+Idempotent-Replayed: true
+X-Upstream-Execution: 1
+X-Idempotency-Status: replayed

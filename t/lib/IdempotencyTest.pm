@@ -48,6 +48,9 @@
 #                             POSTs "x" to $uri with the key and returns the
 #                             open socket once the upstream has started on it
 #                             (the original of an in-flight duplicate)
+#   read_response($sock)      (not exported) reads a response to the end of
+#                             the connection: {status, headers (lower-case
+#                             names), body}
 #   start_trickle_proxy($port)
 #                             a loopback TCP proxy to $port that passes the
 #                             server's bytes on 3 at a time, 1 ms apart, so
@@ -145,7 +148,7 @@ our @EXPORT = qw(
     start_redis_sentinel sentinel_master_port nginx_post replica_caught_up
     tls_files start_redis_tls start_redis_cluster_tls start_redis_sentinel_tls
 );
-our @EXPORT_OK = qw(start);
+our @EXPORT_OK = qw(start read_response);
 
 use constant {
     STARTUP_TIMEOUT => 10,    # seconds for a fixture to answer
@@ -862,6 +865,26 @@ sub nginx_post {
     read_until($sock, \$buf, sub { $buf =~ /\A[^\r]*\r\n/ }, 'nginx_post');
     close $sock;
     return $buf =~ m{\AHTTP/1\.[01] (\d{3})} ? $1 : 0;
+}
+
+# Reads a response to the end of the connection (send it with
+# "Connection: close"): {status, headers (lower-case names), body}; status 0
+# when nothing that looks like a response came within IO_TIMEOUT.
+sub read_response {
+    my ($sock) = @_;
+    my ($buf, $sel, $deadline) = ('', IO::Select->new($sock), time + IO_TIMEOUT);
+    while (time < $deadline) {
+        next unless $sel->can_read($deadline - time);
+        my $n = sysread($sock, $buf, 65536, length $buf);
+        next if !defined $n && $! == EINTR;
+        last unless $n;
+    }
+    close $sock;
+    my ($head, $body) = split /\r\n\r\n/, $buf, 2;
+    return { status => 0, headers => {}, body => '' } unless defined $head && $head =~ m{\AHTTP/1\.\d (\d{3})};
+    my $status = $1;
+    my %headers = map { /^([^:]+):\s*(.*)$/ ? (lc $1 => $2) : () } split /\r\n/, $head;
+    return { status => $status, headers => \%headers, body => $body // '' };
 }
 
 sub start_in_flight {

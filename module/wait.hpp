@@ -1,0 +1,31 @@
+// wait.hpp — idempotency_wait: duplicates that found their original in
+// flight wait for it together. In each worker the requests waiting for the
+// same key (same location, same fingerprint) form one group, and the group
+// looks again — one claim attempt, on behalf of all of them — after a
+// growing delay: 200 waiters cost Redis their own first claim each and the
+// group's few looks, not a look each. What a look finds is every member's
+// answer (the replay, 410, 503); a look that is granted the claim (the
+// original was released) makes one member the new original, and the others
+// wait on for it. A member whose wait runs out gets a last look (shared with
+// whoever else is due) and then 409. An original that settles in the same
+// worker wakes its group at once.
+// Must not touch: the answers themselves (claim.cpp's claim_answered).
+#pragma once
+
+#include "request_ctx.hpp"
+
+namespace idem {
+
+// ctx's claim found the original in flight: wait for it (true), or not —
+// idempotency_wait is off or over (false: the request gets 409).
+bool wait_for_original(RequestCtx* ctx) noexcept;
+
+// The original settled its claim in this worker (stored or released): its
+// waiters here look now rather than after their delay. The look goes to
+// the same connection as the settling command, after it.
+void wake_waiters(RequestCtx* original) noexcept;
+
+// The request goes away while it waits: it leaves its group.
+void stop_waiting(RequestCtx* ctx) noexcept;
+
+}  // namespace idem
