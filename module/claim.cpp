@@ -34,12 +34,38 @@ void resume(ngx_http_request_t* r)
     ngx_http_run_posted_requests(c);
 }
 
-// The stored response, decoded by the store, kept for the replay: its bytes
-// copied into r->pool, the record's views moved along.
+void free_block(void* block)
+{
+    ngx_free(block);
+}
+
+// The stored response, decoded by the store, kept for the replay: the
+// store's own block taken over when it lets go of it (the Redis reply's
+// string, the opened copy of a sealed record), freed with r->pool; else
+// (the zone's shared memory, a block another waiter took) copied into
+// r->pool, the record's views moved along.
 bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
 {
-    auto* stored = static_cast<Record*>(ngx_palloc(ctx->request->pool, sizeof(Record) + result.stored.size()));
-    if (stored == nullptr || result.record == nullptr) {
+    ngx_pool_t* pool = ctx->request->pool;
+    if (result.record == nullptr) {
+        return false;
+    }
+    char** take = result.take;
+    if (take != nullptr && *take != nullptr && *take == result.stored.data()) {
+        auto* stored = static_cast<Record*>(ngx_palloc(pool, sizeof(Record)));
+        ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(pool, 0);
+        if (stored == nullptr || cln == nullptr) {
+            return false;
+        }
+        cln->handler = free_block;
+        cln->data = *take;
+        *take = nullptr;
+        *stored = *result.record;
+        ctx->stored = stored;
+        return true;
+    }
+    auto* stored = static_cast<Record*>(ngx_palloc(pool, sizeof(Record) + result.stored.size()));
+    if (stored == nullptr) {
         return false;
     }
     char* copy = reinterpret_cast<char*>(stored + 1);

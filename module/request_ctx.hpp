@@ -37,7 +37,8 @@ struct RequestCtx {
     ngx_msec_t lease_end;  // until when the claim surely holds (lease.hpp), from when it was sent
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
 
-    // replay: the stored response, decoded once; its views into a copy in r->pool
+    // replay: the stored response, decoded once; its views into the store's
+    // reply, taken over by r->pool, or into a copy in r->pool
     const Record* stored;
     bool responded;        // the module answered this request itself
 

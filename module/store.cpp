@@ -14,7 +14,8 @@ void ClaimWaiter::answer(Outcome outcome) const noexcept
     callback(data, {outcome, nullptr, {}});
 }
 
-void ClaimWaiter::answer_found(std::string_view key, std::string_view found, ngx_log_t* log) const noexcept
+void ClaimWaiter::answer_found(std::string_view key, std::string_view found, ngx_log_t* log,
+                               char** take) const noexcept
 {
     char* opened = nullptr;
     if (is_sealed(found)) {  // only a sealed record needs room to open into
@@ -34,7 +35,10 @@ void ClaimWaiter::answer_found(std::string_view key, std::string_view found, ngx
         ngx_log_error(NGX_LOG_ERR, log, 0, "idempotency: the record under \"%*s\" does not open: %s", key.size(),
                       key.data(), unusable_reason(why));
     }
-    callback(data, {outcome, outcome == Outcome::replayed ? &record : nullptr, found});
+    if (opened != nullptr) {
+        take = found.data() == opened ? &opened : nullptr;  // else it did not open
+    }
+    callback(data, {outcome, outcome == Outcome::replayed ? &record : nullptr, found, take});
     ngx_free(opened);
 }
 

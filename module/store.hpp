@@ -22,6 +22,11 @@ struct ClaimResult {
     Outcome outcome;
     const Record* record;     // replayed: the stored response, decoded from `stored`
     std::string_view stored;  // the record found; both valid during the callback only
+    // Not nullptr: where the store keeps the ngx_alloc'd (malloc'd) block
+    // `stored` begins — the reply's string, or the opened copy of a sealed
+    // record. The request may take it over instead of copying the record:
+    // it frees it with ngx_free and sets *take to nullptr.
+    char** take = nullptr;
 };
 
 using ClaimCallback = void (*)(void* data, const ClaimResult& result);
@@ -38,7 +43,9 @@ struct ClaimWaiter {
     void answer(Outcome outcome) const noexcept;
     // Answers with what `found`, the record read under `key`, means for the
     // request (decide.hpp); one that cannot be used is logged.
-    void answer_found(std::string_view key, std::string_view found, ngx_log_t* log) const noexcept;
+    // `take`: see ClaimResult.
+    void answer_found(std::string_view key, std::string_view found, ngx_log_t* log,
+                      char** take = nullptr) const noexcept;
 };
 
 // A claim in flight, the same for every store: who waits for it, and

@@ -123,7 +123,7 @@ private:
             // Also while the worker exits gracefully: the request is still
             // there and holds the operation until it is answered.
             if (kind == ClaimReply::found) {
-                waiter.answer_found(op->key(), found, self->log_);
+                waiter.answer_found(op->key(), found, self->log_, &reply->str);  // the request may keep the string
             } else {
                 waiter.answer(kind == ClaimReply::granted ? Outcome::fresh : Outcome::unavailable);
             }
