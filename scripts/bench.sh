@@ -368,6 +368,10 @@ EOF
 
 write_gateway_conf() {  # write_gateway_conf DIR PORT WORKERS
     local d=$1 port=$2 workers=$3
+    # With 2 workers a listening socket of each (reuseport): on one shared
+    # socket wrk's 32 connections often all land on one worker, and the
+    # 2-worker cells measured a single worker.
+    local reuseport=; [ "$workers" -gt 1 ] && reuseport=" reuseport"
     cat >"$d/nginx.conf" <<EOF
 # the gateway of scripts/bench.sh: the module, $workers worker(s)
 load_module $MODULE;
@@ -387,7 +391,7 @@ $(nginx_common "$d")
     }
 
     server {
-        listen 127.0.0.1:$port backlog=4096;
+        listen 127.0.0.1:$port backlog=4096$reuseport;
         proxy_http_version 1.1;
         proxy_set_header Connection "";
         client_body_buffer_size 128k;   # request bodies up to 64 KB in memory, 1 MB in a temp file
