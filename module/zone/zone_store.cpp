@@ -11,6 +11,7 @@
 
 #include "../log_limit.hpp"
 #include "../metrics.hpp"
+#include "zone_lock.hpp"
 #include "zone_rules.hpp"
 #include "zone_tree.hpp"
 
@@ -72,7 +73,7 @@ public:
 
     void store(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms) noexcept
     {
-        lock();
+        lock(Section::store);
         ngx_msec_t now = ngx_current_msec;
         Node* n = find_live(key, now);
         Stored outcome = Stored::refused;
@@ -86,7 +87,7 @@ public:
             outcome = replace(n, key, claim, record, now, now + ttl_ms);
             break;
         }
-        unlock();
+        unlock(Section::store);
 
         if (outcome == Stored::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
@@ -105,13 +106,13 @@ public:
 
     void release(std::string_view key, std::string_view claim, std::uint64_t) noexcept override
     {
-        lock();
+        lock(Section::release);
         Node* n = find_live(key, ngx_current_msec);
         Fence f = fence_release(n ? std::optional(value_of(n)) : std::nullopt, claim);
         if (f == Fence::act) {
             remove(n);
         }
-        unlock();
+        unlock(Section::release);
         if (f == Fence::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                           "idempotency: could not release the key: the claim had expired or was taken over");
@@ -120,14 +121,14 @@ public:
 
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
     {
-        lock();
+        lock(Section::renew);
         ngx_msec_t now = ngx_current_msec;
         Node* n = find_live(key, now);
         Fence f = fence_renew(n ? std::optional(value_of(n)) : std::nullopt, claim);
         if (f == Fence::act) {
             expire_at(n, now + lock_ttl_ms);
         }
-        unlock();
+        unlock(Section::renew);
         if (f == Fence::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                           "idempotency: could not renew the claim: the claim had expired or was taken over");
@@ -135,8 +136,8 @@ public:
     }
 
 private:
-    void lock() noexcept { ngx_shmtx_lock(&pool_->mutex); }
-    void unlock() noexcept { ngx_shmtx_unlock(&pool_->mutex); }
+    void lock(Section section) noexcept { zone::lock(pool_->mutex, section); }
+    void unlock(Section section) noexcept { zone::unlock(pool_->mutex, section); }
 
     // ------------------------------------------------ under the mutex
 
@@ -270,7 +271,7 @@ private:
     // the record found (ngx_alloc'd, for the caller to free).
     Claimed take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, std::string_view& found) noexcept
     {
-        lock();
+        lock(Section::claim);
         ngx_msec_t now = ngx_current_msec;
         expire(expire_per_claim, now);
         Claimed result = Claimed::granted;
@@ -286,7 +287,7 @@ private:
         } else if (insert(key, claim, now, now + lock_ttl_ms) == nullptr) {
             result = Claimed::full;
         }
-        unlock();
+        unlock(result == Claimed::granted || result == Claimed::full ? Section::claim : Section::found);
         return result;
     }
 
