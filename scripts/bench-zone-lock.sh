@@ -24,12 +24,15 @@
 #   slept          times the spin gave up for ngx_shmtx_lock (semaphore)
 #   held ns        mean and max time between lock and unlock
 #   faults/req     the workers' minor page faults (/proc/PID/stat) per request
+#   busiest worker its share of the section's acquisitions (wrk's connections
+#                  are not always spread over both workers)
+# With 2 workers, worker_cpu_affinity auto puts them on different CPUs: two
+# workers time-sliced on one CPU would rarely meet at the mutex.
 # --callgrind adds two runs of a single-process gateway under valgrind:
 # the instructions executed while holding the mutex (diagnostic build,
 # --collect-atstart=no; the build toggles collection at lock and unlock),
 # and the instructions per request of the event loop with the production
-# build (--toggle-collect=ngx_process_events_and_timers), with the zone
-# store's share. Everything listens on 127.0.0.1 (ports BASE..BASE+1,
+# build (--toggle-collect=ngx_process_events_and_timers). Everything listens on 127.0.0.1 (ports BASE..BASE+1,
 # default 39910); only the processes started here are stopped, by pid.
 # ZONE_LOCK_MODULE=PATH.so uses that diagnostic build instead of building
 # one (to compare two versions).
@@ -120,6 +123,7 @@ gateway_conf() {  # gateway_conf DIR MODULE WORKERS [single]
 load_module $2;
 worker_processes $3;
 $([ "${4:-}" = single ] && echo 'master_process off;')
+$([ "$3" -gt 1 ] && echo 'worker_cpu_affinity auto;')
 $(common "$1")
 http {
 $(http_common "$1")
@@ -173,12 +177,13 @@ faults() {  # faults PID: the minor page faults of the gateway's workers so far
 summarise() {  # summarise PREFIX ERROR_LOG REQUESTS FAULTS: table rows, per section, from the workers' zone-lock lines
     perl -e '
         my ($prefix, $log, $req, $faults) = @ARGV;
-        my %s;
+        my (%s, %per);
         open my $f, "<", $log or die "$log: $!\n";
         while (<$f>) {
             next unless /zone-lock pid=\d+ section=(\w+) (.*)/;
             my ($sec, $counts) = ($1, $2);
             my %kv = $counts =~ /(\w+)=(\d+)/g;
+            push @{ $per{$sec} }, $kv{taken};
             for (keys %kv) {
                 $s{$sec}{$_} = /max/ ? ($kv{$_} > ($s{$sec}{$_} // 0) ? $kv{$_} : $s{$sec}{$_}) : ($s{$sec}{$_} // 0) + $kv{$_};
             }
@@ -186,16 +191,17 @@ summarise() {  # summarise PREFIX ERROR_LOG REQUESTS FAULTS: table rows, per sec
         for my $sec (grep { exists $s{$_} } qw(claim found store release renew)) {
             my %c = %{ $s{$sec} };
             next if $c{taken} < 0.01 * $req;   # a replay cell: the key stored beforehand
-            printf "%s | %s | %d | %.2f | %d (%.3f %%) | %.2f | %.0f | %d | %.0f | %d | %.3f |\n",
+            my ($top) = sort { $b <=> $a } @{ $per{$sec} };
+            printf "%s | %s | %d | %.2f | %d (%.3f %%) | %.2f | %.0f | %d | %.0f | %d | %.3f | %.0f %% |\n",
                 $prefix, $sec, $req, $c{taken} / ($req || 1), $c{found_taken}, 100 * $c{found_taken} / $c{taken},
                 $c{spins} / $c{taken}, $c{found_taken} ? $c{wait_ns} / $c{found_taken} : 0, $c{slept},
-                $c{held_ns} / $c{taken}, $c{held_max_ns}, $faults / ($req || 1);
+                $c{held_ns} / $c{taken}, $c{held_max_ns}, $faults / ($req || 1), 100 * $top / $c{taken};
         }
     ' "$@"
 }
 
-echo "| round | cell | workers | section | requests | taken/req | found taken (share) | spins/acq | wait ns per found taken | slept | held ns mean | held ns max | worker minor faults/req |"
-echo "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| round | cell | workers | section | requests | taken/req | found taken (share) | spins/acq | wait ns per found taken | slept | held ns mean | held ns max | worker minor faults/req | busiest worker |"
+echo "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for r in $(seq "$rounds"); do
     for mode in new replay; do
         for w in 1 2; do
@@ -216,8 +222,8 @@ done
 
 if [ "$callgrind" = 1 ]; then
     echo
-    echo "| cell | requests | acquisitions | instructions under the mutex | per acquisition | event loop instructions per request | zone store's share per request |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
+    echo "| cell | requests | acquisitions | instructions under the mutex | per acquisition | event loop instructions per request |"
+    echo "|---|---:|---:|---:|---:|---:|"
     for mode in new replay; do
         d=$dir/cg-held-$mode
         mkdir -p "$d"
@@ -236,12 +242,10 @@ if [ "$callgrind" = 1 ]; then
         read -r req2 errors < <(drive "$mode" 4 "$duration")
         stop_gateway
         loop=$(callgrind_annotate "$d/callgrind.out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-        zone=$(callgrind_annotate --inclusive=yes "$d/callgrind.out" 2>/dev/null \
-            | perl -ne 'if (/^\s*([\d,]+).*ZoneStore::(take|store)\(/) { (my $n = $1) =~ s/,//g; $z += $n } END { print $z + 0 }')
-        perl -e 'my ($m, $req, $taken, $held, $req2, $loop, $zone) = @ARGV;
-            printf "| zone-%s | %d | %d | %d | %.0f | %.0f | %.0f |\n", $m, $req, $taken, $held,
-                $held / ($taken || 1), $loop / ($req2 || 1), $zone / ($req2 || 1)' \
-            "$mode" "$req" "$taken" "$held" "$req2" "$loop" "$zone"
+        perl -e 'my ($m, $req, $taken, $held, $req2, $loop) = @ARGV;
+            printf "| zone-%s | %d | %d | %d | %.0f | %.0f |\n", $m, $req, $taken, $held,
+                $held / ($taken || 1), $loop / ($req2 || 1)' \
+            "$mode" "$req" "$taken" "$held" "$req2" "$loop"
     done
 fi
 echo
