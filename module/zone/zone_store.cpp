@@ -11,6 +11,7 @@
 
 #include "../log_limit.hpp"
 #include "../metrics.hpp"
+#include "zone_lock.hpp"
 #include "zone_rules.hpp"
 #include "zone_tree.hpp"
 
@@ -72,9 +73,10 @@ public:
 
     void store(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms) noexcept
     {
-        lock();
+        ngx_rbtree_key_t hash = hash_of(key);
+        lock(Section::store);
         ngx_msec_t now = ngx_current_msec;
-        Node* n = find_live(key, now);
+        Node* n = find_live(key, hash, now);
         Stored outcome = Stored::refused;
         switch (fence_complete(n ? std::optional(value_of(n)) : std::nullopt, claim, record)) {
         case Fence::done:
@@ -83,10 +85,10 @@ public:
         case Fence::refused:
             break;
         case Fence::act:
-            outcome = replace(n, key, claim, record, now, now + ttl_ms);
+            outcome = replace(n, key, hash, claim, record, now, now + ttl_ms);
             break;
         }
-        unlock();
+        unlock(Section::store);
 
         if (outcome == Stored::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
@@ -105,13 +107,14 @@ public:
 
     void release(std::string_view key, std::string_view claim, std::uint64_t) noexcept override
     {
-        lock();
-        Node* n = find_live(key, ngx_current_msec);
+        ngx_rbtree_key_t hash = hash_of(key);
+        lock(Section::release);
+        Node* n = find_live(key, hash, ngx_current_msec);
         Fence f = fence_release(n ? std::optional(value_of(n)) : std::nullopt, claim);
         if (f == Fence::act) {
             remove(n);
         }
-        unlock();
+        unlock(Section::release);
         if (f == Fence::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                           "idempotency: could not release the key: the claim had expired or was taken over");
@@ -120,14 +123,15 @@ public:
 
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
     {
-        lock();
+        ngx_rbtree_key_t hash = hash_of(key);
+        lock(Section::renew);
         ngx_msec_t now = ngx_current_msec;
-        Node* n = find_live(key, now);
+        Node* n = find_live(key, hash, now);
         Fence f = fence_renew(n ? std::optional(value_of(n)) : std::nullopt, claim);
         if (f == Fence::act) {
             expire_at(n, now + lock_ttl_ms);
         }
-        unlock();
+        unlock(Section::renew);
         if (f == Fence::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                           "idempotency: could not renew the claim: the claim had expired or was taken over");
@@ -135,16 +139,26 @@ public:
     }
 
 private:
-    void lock() noexcept { ngx_shmtx_lock(&pool_->mutex); }
-    void unlock() noexcept { ngx_shmtx_unlock(&pool_->mutex); }
+    void lock(Section section) noexcept { zone::lock(pool_->mutex, section); }
+    void unlock(Section section) noexcept { zone::unlock(pool_->mutex, section); }
+
+    // The by-key tree's key of a store key: its CRC32, computed before the
+    // mutex is taken (hashing a 69-byte key is most of the instructions a
+    // lookup runs). ngx_crc32_long gives the same value as ngx_crc32_short,
+    // with a table of 256 entries instead of 16, so a zone kept across a
+    // reload is ordered the same way.
+    static ngx_rbtree_key_t hash_of(std::string_view key) noexcept
+    {
+        return static_cast<ngx_rbtree_key_t>(ngx_crc32_long(bytes_of(key), key.size()));
+    }
 
     // ------------------------------------------------ under the mutex
 
-    // The record under `key`, unless there is none or it has expired (then
-    // it is freed: an expired record is as good as absent).
-    Node* find_live(std::string_view key, ngx_msec_t now) noexcept
+    // The record under `key` (whose hash_of is `hash`), unless there is none
+    // or it has expired (then it is freed: an expired record is as good as
+    // absent).
+    Node* find_live(std::string_view key, ngx_rbtree_key_t hash, ngx_msec_t now) noexcept
     {
-        auto hash = static_cast<ngx_rbtree_key_t>(ngx_crc32_short(bytes_of(key), key.size()));
         ngx_rbtree_node_t* n = sh_->by_key.root;
         ngx_rbtree_node_t* sentinel = sh_->by_key.sentinel;
         while (n != sentinel) {
@@ -216,7 +230,8 @@ private:
         ngx_rbtree_insert(&sh_->by_expiry, &n->by_expiry);
     }
 
-    Node* insert(std::string_view key, std::string_view value, ngx_msec_t now, ngx_msec_t expires) noexcept
+    Node* insert(std::string_view key, ngx_rbtree_key_t hash, std::string_view value, ngx_msec_t now,
+                 ngx_msec_t expires) noexcept
     {
         Node* n = allocate(key.size(), value.size(), now);
         if (n == nullptr) {
@@ -224,7 +239,7 @@ private:
         }
         std::memcpy(n->data, key.data(), key.size());
         set_value(n, value);
-        n->by_key.key = static_cast<ngx_rbtree_key_t>(ngx_crc32_short(bytes_of(key), key.size()));
+        n->by_key.key = hash;
         n->by_expiry.key = expires;
         ngx_rbtree_insert(&sh_->by_key, &n->by_key);
         ngx_rbtree_insert(&sh_->by_expiry, &n->by_expiry);
@@ -242,8 +257,8 @@ private:
     // becomes the unreplayable marker (it fits where the claim was): the
     // response was executed and must never run again, so its retries get
     // 410 until `expires`.
-    Stored replace(Node* n, std::string_view key, std::string_view claim, std::string_view record, ngx_msec_t now,
-                   ngx_msec_t expires) noexcept
+    Stored replace(Node* n, std::string_view key, ngx_rbtree_key_t hash, std::string_view claim,
+                   std::string_view record, ngx_msec_t now, ngx_msec_t expires) noexcept
     {
         if (record.size() <= n->capacity) {
             set_value(n, record);
@@ -251,7 +266,7 @@ private:
             return Stored::stored;
         }
         // For a moment both are in the tree; removing the claim leaves the record.
-        if (insert(key, record, now, expires) != nullptr) {
+        if (insert(key, hash, record, now, expires) != nullptr) {
             remove(n);
             return Stored::stored;
         }
@@ -270,11 +285,12 @@ private:
     // the record found (ngx_alloc'd, for the caller to free).
     Claimed take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, std::string_view& found) noexcept
     {
-        lock();
+        ngx_rbtree_key_t hash = hash_of(key);
+        lock(Section::claim);
         ngx_msec_t now = ngx_current_msec;
         expire(expire_per_claim, now);
         Claimed result = Claimed::granted;
-        if (Node* n = find_live(key, now)) {
+        if (Node* n = find_live(key, hash, now)) {
             auto* copy = static_cast<char*>(ngx_alloc(n->value_len, ngx_cycle->log));
             if (copy == nullptr) {
                 result = Claimed::no_memory;
@@ -283,10 +299,10 @@ private:
                 found = {copy, n->value_len};
                 result = Claimed::found;
             }
-        } else if (insert(key, claim, now, now + lock_ttl_ms) == nullptr) {
+        } else if (insert(key, hash, claim, now, now + lock_ttl_ms) == nullptr) {
             result = Claimed::full;
         }
-        unlock();
+        unlock(result == Claimed::granted || result == Claimed::full ? Section::claim : Section::found);
         return result;
     }
 
