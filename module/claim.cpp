@@ -41,9 +41,9 @@ void free_block(void* block)
 
 // The stored response, decoded by the store, kept for the replay: the
 // store's own block taken over when it lets go of it (the Redis reply's
-// string, the opened copy of a sealed record), freed with r->pool; else
-// (the zone's shared memory, a block another waiter took) copied into
-// r->pool, the record's views moved along.
+// string, the zone's copy out of shared memory, the opened copy of a sealed
+// record), freed with r->pool; else (a block another waiter took) copied
+// into r->pool, the record's views moved along.
 bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
 {
     ngx_pool_t* pool = ctx->request->pool;

@@ -23,8 +23,8 @@ struct ClaimResult {
     const Record* record;     // replayed: the stored response, decoded from `stored`
     std::string_view stored;  // the record found; both valid during the callback only
     // Not nullptr: where the store keeps the ngx_alloc'd (malloc'd) block
-    // `stored` begins — the reply's string, or the opened copy of a sealed
-    // record. The request may take it over instead of copying the record:
+    // `stored` begins — the reply's string, the zone's copy out of shared
+    // memory, or the opened copy of a sealed record. The request may take it over instead of copying the record:
     // it frees it with ngx_free and sets *take to nullptr.
     char** take = nullptr;
 };

@@ -333,10 +333,12 @@ private:
                           &self->shm_->shm.name);
             op->waiter.answer(Outcome::unavailable);
             break;
-        case Claimed::found:
-            op->waiter.answer_found(op->key(), found, ngx_cycle->log);
-            ngx_free(const_cast<char*>(found.data()));
+        case Claimed::found: {
+            char* copy = const_cast<char*>(found.data());  // the request may keep it
+            op->waiter.answer_found(op->key(), found, ngx_cycle->log, &copy);
+            ngx_free(copy);
             break;
+        }
         }
         ngx_free(op);
     }
