@@ -97,6 +97,16 @@ void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result) noexcept
     g->answering = outer;
 }
 
+// The next look after `delay`, unless one is in flight already (a member
+// answered just now may have settled at once and woken the group).
+void look_later(WaitGroup* g, ngx_msec_t delay) noexcept
+{
+    g->delay = delay;
+    if (g->look == nullptr) {
+        ngx_add_timer(&g->next, delay);
+    }
+}
+
 void free_if_empty(WaitGroup* g) noexcept
 {
     if (g->size == 0 && !g->answering) {
@@ -130,8 +140,7 @@ void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
         free_if_empty(g);
         return;
     }
-    g->delay = ngx_min(g->delay * 2, max_look_delay);
-    ngx_add_timer(&g->next, g->delay);
+    look_later(g, ngx_min(g->delay * 2, max_look_delay));
 }
 
 // The look was granted the claim: the original was released and the first
@@ -147,8 +156,7 @@ void granted(WaitGroup* g, const ClaimResult& result) noexcept
         free_if_empty(g);
         return;
     }
-    g->delay = first_look_delay;
-    ngx_add_timer(&g->next, g->delay);
+    look_later(g, first_look_delay);
 }
 
 void on_look_answer(void* data, const ClaimResult& result)
@@ -187,6 +195,9 @@ void look(WaitGroup* g) noexcept
 {
     if (g->next.timer_set) {
         ngx_del_timer(&g->next);
+    }
+    if (g->look != nullptr) {
+        return;  // its answer answers everyone
     }
     LocConf* conf = g->conf;
     RequestCtx* first = first_member(g);
@@ -345,9 +356,7 @@ void wake_waiters(RequestCtx* original) noexcept
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, original->request->connection->log, 0,
                    "idempotency: the original of \"%V\" is settled: its waiters look now", &original->redis_key);
-    if (g->look == nullptr) {
-        look(g);
-    }
+    look(g);
 }
 
 void stop_waiting(RequestCtx* ctx) noexcept

@@ -61,6 +61,24 @@ sub waits_end_apart {
     IdempotencyTest::read_response($original);
 }
 
+# The original is released (503) while $n duplicates wait; each waiter in
+# turn is granted the key and executes, on a route whose upstream refuses
+# the connection, so it is released again at once and wakes the next.
+sub released_in_turn {
+    my ($uri, $key, $n) = @_;
+    my $original = IdempotencyTest::start_in_flight($uri, $key);
+    my @waiters = map {
+        IdempotencyTest::send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Route: dead\r\n"
+                                      . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx")
+    } 1 .. $n;
+    Test::More::is(IdempotencyTest::read_response($original)->{status}, 503, "$key: the original gets its 503");
+    my $released = grep {
+        my $res = IdempotencyTest::read_response($_);
+        $res->{status} == 502 && ($res->{headers}{'x-idempotency-status'} // '') eq 'released'
+    } @waiters;
+    Test::More::is($released, $n, "$key: every waiter executes in turn and is released");
+}
+
 run_tests();
 
 __DATA__
@@ -211,3 +229,30 @@ Idempotency-Key: wait-6
 Idempotent-Replayed: true
 X-Upstream-Execution: 1
 X-Idempotency-Status: replayed
+
+
+=== TEST 7: released in turn: each waiter granted the key executes, its refused upstream releases it, the next waiter goes on
+--- init
+main::released_in_turn('/wait/7?sleep=1&status=503', 'wait-7', 5);
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+map $http_x_route $route {
+    default backend;
+    dead    127.0.0.1:1;
+}
+--- config
+location / {
+    idempotency on;
+    idempotency_wait 10s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://$route;
+}
+--- request
+POST /wait/7?status=503
+x
+--- more_headers
+Idempotency-Key: wait-7
+--- error_code: 503
+--- response_headers
+X-Upstream-Execution: 2
+X-Idempotency-Status: released
