@@ -118,8 +118,14 @@ void answer_all(WaitGroup* g, const ClaimResult& result) noexcept
 {
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: the look at \"%*s\" answers every waiting request",
                    g->key.size(), g->key.data());
+    // Only the last member answered may take the store's block over: a
+    // member's request may be finished, and its pool freed, during its
+    // answer, while the others still copy from the block.
+    ClaimResult copied = result;
+    copied.take = nullptr;
     while (!ngx_queue_empty(&g->members)) {
-        answer(g, first_member(g), result);
+        bool last = ngx_queue_next(ngx_queue_head(&g->members)) == ngx_queue_sentinel(&g->members);
+        answer(g, first_member(g), last ? result : copied);
     }
     free_if_empty(g);
 }
