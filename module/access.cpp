@@ -6,6 +6,8 @@
 //   410, 422, 503.
 // Owns the request context's lifetime: its pool cleanup stops what the
 // claim still waits for and settles a claim whose response never completed.
+// A request that passes without a key gets no context of its own (one shared,
+// read-only one) and only a pool cleanup that counts it.
 
 #include "access.hpp"
 
@@ -31,6 +33,36 @@ void cleanup(void* data)
     claim_stop_waiting(ctx);
     capture_settle(ctx);
     count_outcome(ctx->outcome);
+}
+
+// A request that passes without a key reads `missing` and is counted once,
+// at its end, like any other; nothing is claimed, captured or answered for
+// it, so it needs no context of its own: all share this one, which nothing
+// writes after start-up. Its pool cleanup marks the request as decided for
+// an internal redirect's return to the phase.
+RequestCtx keyless = [] {
+    RequestCtx ctx{};
+    ctx.outcome = Outcome::missing;
+    ctx.decided = true;
+    ctx.responded = true;
+    return ctx;
+}();
+
+void count_keyless(void*)
+{
+    count_outcome(Outcome::missing);
+}
+
+ngx_int_t pass_keyless(ngx_http_request_t* r)
+{
+    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    cln->handler = count_keyless;
+    cln->data = &keyless;
+    ngx_http_set_ctx(r, &keyless, ngx_http_idempotency_module);
+    return NGX_DECLINED;
 }
 
 RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
@@ -152,7 +184,7 @@ RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
     // An internal redirect (error_page, named location) wiped the module
     // contexts; the pool cleanup still knows ours.
     for (ngx_pool_cleanup_t* cln = r->pool->cleanup; cln; cln = cln->next) {
-        if (cln->handler == cleanup) {
+        if (cln->handler == cleanup || cln->handler == count_keyless) {
             ctx = static_cast<RequestCtx*>(cln->data);
             ngx_http_set_ctx(r, ctx, ngx_http_idempotency_module);
             return ctx;
@@ -181,11 +213,6 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
     if (!conf->enable || !(r->method & conf->methods)) {
         return NGX_DECLINED;
     }
-    ctx = create_ctx(r, conf);
-    if (ctx == nullptr) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
     ngx_str_t value = ngx_null_string;
     KeyLookup found;
     if (conf->key != nullptr) {
@@ -197,13 +224,17 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
     } else {
         found = find_key_header(r, conf->header, value);
     }
+    if (found == KeyLookup::none && !conf->required) {
+        return pass_keyless(r);
+    }
+
+    ctx = create_ctx(r, conf);
+    if (ctx == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
     switch (found) {
     case KeyLookup::none:
         set_outcome(ctx, Outcome::missing);
-        if (!conf->required) {
-            ctx->responded = true;
-            return NGX_DECLINED;
-        }
         return respond(r, ctx);
     case KeyLookup::many:
         set_outcome(ctx, Outcome::invalid);
