@@ -144,11 +144,21 @@ void body_ready(ngx_http_request_t* r)
 
 enum class KeyLookup { none, one, many };
 
-KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& name, ngx_str_t& value)
+// nginx keeps a lower-case copy of every request header's name.
+bool has_name(const ngx_table_elt_t& h, const ngx_str_t& lowcase_name)
+{
+    if (h.key.len != lowcase_name.len) {
+        return false;
+    }
+    return h.lowcase_key != nullptr ? ngx_memcmp(h.lowcase_key, lowcase_name.data, lowcase_name.len) == 0
+                                    : ngx_strncasecmp(h.key.data, lowcase_name.data, lowcase_name.len) == 0;
+}
+
+KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, ngx_str_t& value)
 {
     KeyLookup found = KeyLookup::none;
     for_each_header(r->headers_in.headers, [&](ngx_table_elt_t& h) {
-        if (h.key.len != name.len || ngx_strncasecmp(h.key.data, name.data, name.len) != 0) {
+        if (!has_name(h, lowcase_name)) {
             return true;
         }
         found = found == KeyLookup::none ? KeyLookup::one : KeyLookup::many;
@@ -222,7 +232,7 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
         }
         found = value.len ? KeyLookup::one : KeyLookup::none;
     } else {
-        found = find_key_header(r, conf->header, value);
+        found = find_key_header(r, conf->header_lowcase, value);
     }
     if (found == KeyLookup::none && !conf->required) {
         return pass_keyless(r);
