@@ -401,6 +401,9 @@ void Connection::read() noexcept
                 return;
             }
         }
+        if (!conn_->read->ready) {
+            break;  // nginx saw the socket drained: no recv() only to hear EAGAIN
+        }
     }
     if (ngx_handle_read_event(conn_->read, 0) != NGX_OK) {
         fail("cannot watch the socket", 0);
