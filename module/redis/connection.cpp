@@ -375,7 +375,7 @@ void Connection::read() noexcept
             replied_ = true;
             Pending* p = pipeline_.pop();
             if (p == nullptr) {
-                freeReplyObject(reply);
+                free_reply(static_cast<redisReply*>(reply));
                 fail("reply to no command", 0);
                 return;
             }
@@ -392,7 +392,7 @@ void Connection::read() noexcept
                 handler(data, static_cast<redisReply*>(reply));
             }
             dispatching_--;
-            freeReplyObject(reply);
+            free_reply(static_cast<redisReply*>(reply));
 
             if (deferred_failure_ != nullptr) {
                 const char* why = deferred_failure_;
