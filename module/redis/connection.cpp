@@ -363,7 +363,7 @@ void Connection::read() noexcept
             ngx_del_timer(conn_->read);  // progress: the timeout starts again
         }
 
-        for (;;) {
+        while (has_unread(reader_)) {
             void* reply = nullptr;
             if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
                 fail("malformed reply", 0);

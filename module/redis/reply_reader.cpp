@@ -133,6 +133,11 @@ redisReader* create_reply_reader(bool large) noexcept
     return redisReaderCreateWithFunctions(large ? &large_functions : &small_functions);
 }
 
+bool has_unread(const redisReader* reader) noexcept
+{
+    return reader->pos < reader->len;
+}
+
 void free_reply(redisReply* r) noexcept
 {
     if (r == nullptr) {

@@ -14,6 +14,10 @@ namespace idem::redis {
 // map). nullptr when out of memory.
 redisReader* create_reply_reader(bool large) noexcept;
 
+// Whether the reader holds bytes no reply took yet: without them,
+// redisReaderGetReply() has nothing to give.
+bool has_unread(const redisReader* reader) noexcept;
+
 // Frees a reply of such a reader, with its elements; nullptr is ignored.
 void free_reply(redisReply* reply) noexcept;
 

@@ -111,3 +111,31 @@ TEST(ReplyReader, ReplyCutShortIsFreedWithTheReader)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ReplyReader, KnowsWhenEverythingWasTaken)
+{
+    redisReader* reader = create_reply_reader(false);
+    EXPECT_FALSE(idem::redis::has_unread(reader));
+    const std::string two = "$-1\r\n:1\r\n";
+    redisReaderFeed(reader, two.data(), two.size());
+    int replies = 0;
+    while (idem::redis::has_unread(reader)) {
+        void* reply = nullptr;
+        ASSERT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
+        ASSERT_NE(reply, nullptr);
+        free_reply(static_cast<redisReply*>(reply));
+        replies++;
+    }
+    EXPECT_EQ(replies, 2);
+    const std::string half = "$5\r\nab";
+    redisReaderFeed(reader, half.data(), half.size());
+    EXPECT_TRUE(idem::redis::has_unread(reader));
+    void* reply = nullptr;
+    ASSERT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
+    EXPECT_EQ(reply, nullptr);  // the rest of the string is still to come
+    redisReaderFree(reader);
+}
+
+}  // namespace
