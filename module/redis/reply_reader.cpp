@@ -8,11 +8,11 @@
 // gigabytes; longer arrays are refused before anything is allocated, and
 // the connection is dropped.
 //
-// The reply objects are hiredis's redisReply, each made with one malloc():
-// a string's bytes, or an array's element vector, right after the object.
-// hiredis's own take two allocations for a string, and calloc(), which
-// glibc serves without its per-thread cache: together about as much as the
-// rest of reading a reply.
+// The reply objects are hiredis's redisReply, made with malloc() where
+// hiredis uses calloc(), which glibc serves without its per-thread cache
+// (about as much as the rest of reading a reply); an array's element vector
+// lies right after its object. A string's bytes have a malloc() of their
+// own, as with hiredis: a request may take them over (store.hpp).
 
 #include "reply_reader.hpp"
 
@@ -54,13 +54,19 @@ redisReply* new_reply(const redisReadTask* task, int type, size_t extra) noexcep
 
 void* create_string(const redisReadTask* task, char* str, size_t len)
 {
-    redisReply* r = new_reply(task, task->type, len + 1);  // string, status or error
-    if (r != nullptr) {
-        r->str = inline_bytes(r);
-        std::memcpy(r->str, str, len);
-        r->str[len] = '\0';
-        r->len = len;
+    auto* bytes = static_cast<char*>(std::malloc(len + 1));
+    if (bytes == nullptr) {
+        return nullptr;
     }
+    redisReply* r = new_reply(task, task->type, 0);  // string, status or error
+    if (r == nullptr) {
+        std::free(bytes);
+        return nullptr;
+    }
+    std::memcpy(bytes, str, len);
+    bytes[len] = '\0';
+    r->str = bytes;
+    r->len = len;
     return r;
 }
 
@@ -151,9 +157,7 @@ void free_reply(redisReply* r) noexcept
             std::free(r->element);
         }
     }
-    if (r->str != nullptr && r->str != inline_bytes(r)) {
-        std::free(r->str);
-    }
+    std::free(r->str);
     std::free(r);
 }
 

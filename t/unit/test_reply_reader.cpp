@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "redis/reply_reader.hpp"
@@ -135,6 +136,27 @@ TEST(ReplyReader, KnowsWhenEverythingWasTaken)
     void* reply = nullptr;
     ASSERT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
     EXPECT_EQ(reply, nullptr);  // the rest of the string is still to come
+    redisReaderFree(reader);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(ReplyReader, StringCanBeTakenOver)
+{
+    redisReader* reader = create_reply_reader(false);
+    const std::string resp = "$6\r\nrecord\r\n";
+    redisReaderFeed(reader, resp.data(), resp.size());
+    void* out = nullptr;
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    auto* reply = static_cast<redisReply*>(out);
+    ASSERT_NE(reply, nullptr);
+    char* taken = reply->str;  // a malloc() block of its own, as the replay keeps it
+    reply->str = nullptr;
+    free_reply(reply);
+    EXPECT_STREQ(taken, "record");
+    std::free(taken);
     redisReaderFree(reader);
 }
 
