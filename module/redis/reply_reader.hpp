@@ -10,9 +10,10 @@ namespace idem::redis {
 
 // A reader whose replies are hiredis's redisReply, freed with free_reply()
 // (not freeReplyObject); a string's bytes (reply->str) are a malloc() block
-// of their own, which may be taken over (reply->str set to nullptr). Arrays of more than 16 elements are refused as a
-// protocol error, or of more than 16384 with `large` (the cluster's slot
-// map). nullptr when out of memory.
+// of their own, which may be taken over (reply->str set to nullptr then).
+// Arrays of more than 16 elements are refused as a protocol error, or of
+// more than 16384 with `large` (the cluster's slot map). nullptr when out
+// of memory.
 redisReader* create_reply_reader(bool large) noexcept;
 
 // Whether the reader holds bytes no reply took yet: without them,
