@@ -12,7 +12,7 @@
 // hiredis uses calloc(), which glibc serves without its per-thread cache
 // (about as much as the rest of reading a reply); an array's element vector
 // lies right after its object. A string's bytes have a malloc() of their
-// own, as with hiredis: a request may take them over (store.hpp).
+// own, as with hiredis: a request may take them over and free them itself.
 
 #include "reply_reader.hpp"
 
