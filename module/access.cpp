@@ -6,6 +6,8 @@
 //   410, 422, 503.
 // Owns the request context's lifetime: its pool cleanup stops what the
 // claim still waits for and settles a claim whose response never completed.
+// A request that passes without a key gets no context of its own (one shared,
+// read-only one) and only a pool cleanup that counts it.
 
 #include "access.hpp"
 
@@ -31,6 +33,36 @@ void cleanup(void* data)
     claim_stop_waiting(ctx);
     capture_settle(ctx);
     count_outcome(ctx->outcome);
+}
+
+// A request that passes without a key reads `missing` and is counted once,
+// at its end, like any other; nothing is claimed, captured or answered for
+// it, so it needs no context of its own: all share this one, which nothing
+// writes after start-up. Its pool cleanup marks the request as decided for
+// an internal redirect's return to the phase.
+RequestCtx keyless = [] {
+    RequestCtx ctx{};
+    ctx.outcome = Outcome::missing;
+    ctx.decided = true;
+    ctx.responded = true;
+    return ctx;
+}();
+
+void count_keyless(void*)
+{
+    count_outcome(Outcome::missing);
+}
+
+ngx_int_t pass_keyless(ngx_http_request_t* r)
+{
+    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    cln->handler = count_keyless;
+    cln->data = &keyless;
+    ngx_http_set_ctx(r, &keyless, ngx_http_idempotency_module);
+    return NGX_DECLINED;
 }
 
 RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
@@ -112,11 +144,21 @@ void body_ready(ngx_http_request_t* r)
 
 enum class KeyLookup { none, one, many };
 
-KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& name, ngx_str_t& value)
+// nginx keeps a lower-case copy of every request header's name.
+bool has_name(const ngx_table_elt_t& h, const ngx_str_t& lowcase_name)
+{
+    if (h.key.len != lowcase_name.len) {
+        return false;
+    }
+    return h.lowcase_key != nullptr ? ngx_memcmp(h.lowcase_key, lowcase_name.data, lowcase_name.len) == 0
+                                    : ngx_strncasecmp(h.key.data, lowcase_name.data, lowcase_name.len) == 0;
+}
+
+KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, ngx_str_t& value)
 {
     KeyLookup found = KeyLookup::none;
     for_each_header(r->headers_in.headers, [&](ngx_table_elt_t& h) {
-        if (h.key.len != name.len || ngx_strncasecmp(h.key.data, name.data, name.len) != 0) {
+        if (!has_name(h, lowcase_name)) {
             return true;
         }
         found = found == KeyLookup::none ? KeyLookup::one : KeyLookup::many;
@@ -152,7 +194,7 @@ RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
     // An internal redirect (error_page, named location) wiped the module
     // contexts; the pool cleanup still knows ours.
     for (ngx_pool_cleanup_t* cln = r->pool->cleanup; cln; cln = cln->next) {
-        if (cln->handler == cleanup) {
+        if (cln->handler == cleanup || cln->handler == count_keyless) {
             ctx = static_cast<RequestCtx*>(cln->data);
             ngx_http_set_ctx(r, ctx, ngx_http_idempotency_module);
             return ctx;
@@ -181,11 +223,6 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
     if (!conf->enable || !(r->method & conf->methods)) {
         return NGX_DECLINED;
     }
-    ctx = create_ctx(r, conf);
-    if (ctx == nullptr) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
     ngx_str_t value = ngx_null_string;
     KeyLookup found;
     if (conf->key != nullptr) {
@@ -195,15 +232,19 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
         }
         found = value.len ? KeyLookup::one : KeyLookup::none;
     } else {
-        found = find_key_header(r, conf->header, value);
+        found = find_key_header(r, conf->header_lowcase, value);
+    }
+    if (found == KeyLookup::none && !conf->required) {
+        return pass_keyless(r);
+    }
+
+    ctx = create_ctx(r, conf);
+    if (ctx == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     switch (found) {
     case KeyLookup::none:
         set_outcome(ctx, Outcome::missing);
-        if (!conf->required) {
-            ctx->responded = true;
-            return NGX_DECLINED;
-        }
         return respond(r, ctx);
     case KeyLookup::many:
         set_outcome(ctx, Outcome::invalid);

@@ -67,6 +67,7 @@ struct LocConf {
     RedisTlsConf redis_tls;
     ngx_uint_t methods;                   // NGX_HTTP_* bit mask
     ngx_str_t header;                     // request header carrying the key
+    ngx_str_t header_lowcase;             // its name in lower case, as nginx keeps request header names
     ngx_http_complex_value_t* key;        // idempotency_key: the key from variables instead
     ngx_flag_t required;
     ngx_msec_t ttl;

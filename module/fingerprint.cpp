@@ -41,6 +41,27 @@ void Sha256::update(const void* data, std::size_t size) noexcept
     ok_ = SHA256_Update(state(state_), data, size) == 1;
 }
 
+void Sha256::update(std::initializer_list<std::string_view> pieces) noexcept
+{
+    char joined[256];
+    std::size_t used = 0;
+    for (std::string_view piece : pieces) {
+        if (piece.size() > sizeof(joined) - used) {
+            update(joined, used);
+            used = 0;
+            if (piece.size() > sizeof(joined)) {
+                update(piece.data(), piece.size());
+                continue;
+            }
+        }
+        if (!piece.empty()) {
+            std::memcpy(joined + used, piece.data(), piece.size());
+            used += piece.size();
+        }
+    }
+    update(joined, used);
+}
+
 Digest Sha256::finish() noexcept
 {
     Digest digest{};
@@ -66,10 +87,7 @@ Fingerprinter::Fingerprinter(std::string_view method, std::string_view uri) noex
 {
     // Neither a method nor a raw request URI can contain '\n', so the
     // separators make the framing unambiguous.
-    sha_.update(method.data(), method.size());
-    sha_.update("\n", 1);
-    sha_.update(uri.data(), uri.size());
-    sha_.update("\n", 1);
+    sha_.update({method, "\n", uri, "\n"});
 }
 
 namespace {

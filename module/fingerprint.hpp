@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 
 namespace idem {
@@ -24,6 +25,9 @@ public:
 
     bool ok() const noexcept { return ok_; }
     void update(const void* data, std::size_t size) noexcept;
+    // The pieces in order, as one input: short ones are joined first, each
+    // call into OpenSSL costing more than hashing a few bytes.
+    void update(std::initializer_list<std::string_view> pieces) noexcept;
     Digest finish() noexcept;
     // Clears the state, for a digest of secret material.
     void wipe() noexcept;

@@ -102,10 +102,7 @@ std::size_t derive_redis_key(std::string_view prefix, std::string_view scope,
     } while (n != 0);
 
     Sha256 sha;
-    sha.update(length_digits + sizeof length_digits - digit_count, digit_count);
-    sha.update(":", 1);
-    sha.update(scope.data(), scope.size());
-    sha.update(key.data(), key.size());
+    sha.update({{length_digits + sizeof length_digits - digit_count, digit_count}, ":", scope, key});
     const Digest digest = sha.finish();
     if (!sha.ok()) {
         return 0;

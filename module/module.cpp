@@ -212,6 +212,12 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_msec_value(conf->redis_timeout, prev->redis_timeout, 1000);
     ngx_conf_merge_uint_value(conf->methods, prev->methods, NGX_HTTP_POST | NGX_HTTP_PATCH);
     ngx_conf_merge_str_value(conf->header, prev->header, "Idempotency-Key");
+    conf->header_lowcase.len = conf->header.len;
+    conf->header_lowcase.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, conf->header.len));
+    if (conf->header_lowcase.data == nullptr) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    ngx_strlow(conf->header_lowcase.data, conf->header.data, conf->header.len);
     ngx_conf_merge_ptr_value(conf->key, prev->key, nullptr);
     ngx_conf_merge_value(conf->required, prev->required, 0);
     ngx_conf_merge_msec_value(conf->ttl, prev->ttl, 24 * 60 * 60 * 1000);

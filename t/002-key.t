@@ -219,3 +219,25 @@ location / {
  "!X-Idempotency-Status\nX-Upstream-Execution: 2\n!Idempotent-Replayed"]
 --- no_error_log
 [error]
+
+
+=== TEST 9: the key header's name matches in any case
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /key/9\nx", "POST /key/9\nx"]
+--- more_headers eval
+['idempotency-key: case-9', 'IDEMPOTENCY-KEY: case-9']
+--- error_code eval
+[201, 201]
+--- response_headers eval
+["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
+ "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
+--- no_error_log
+[error]

@@ -173,3 +173,32 @@ Idempotency-Key: redirect-5
 [qr/"execution":1,/, qr/"execution":1,/]
 --- no_error_log
 [error]
+
+
+=== TEST 6: a request without a key followed to a named location stays missing, counted once
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location /v1/ {
+    idempotency on;
+    try_files /nonexistent @app;
+}
+location @app {
+    idempotency on;
+    idempotency_required on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location = /metrics {
+    idempotency_metrics;
+}
+--- request eval
+["POST /v1/nokey6\nx", "GET /metrics"]
+--- error_code eval
+[201, 200]
+--- response_headers eval
+["X-Idempotency-Status: missing\nX-Upstream-Execution: 1", ""]
+--- response_body_like eval
+[qr/"execution":1,/, qr/^idempotency_requests_total\{outcome="missing"\} 1$/m]
+--- no_error_log
+[error]

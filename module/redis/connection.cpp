@@ -363,7 +363,7 @@ void Connection::read() noexcept
             ngx_del_timer(conn_->read);  // progress: the timeout starts again
         }
 
-        for (;;) {
+        while (has_unread(reader_)) {
             void* reply = nullptr;
             if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
                 fail("malformed reply", 0);
@@ -375,7 +375,7 @@ void Connection::read() noexcept
             replied_ = true;
             Pending* p = pipeline_.pop();
             if (p == nullptr) {
-                freeReplyObject(reply);
+                free_reply(static_cast<redisReply*>(reply));
                 fail("reply to no command", 0);
                 return;
             }
@@ -392,7 +392,7 @@ void Connection::read() noexcept
                 handler(data, static_cast<redisReply*>(reply));
             }
             dispatching_--;
-            freeReplyObject(reply);
+            free_reply(static_cast<redisReply*>(reply));
 
             if (deferred_failure_ != nullptr) {
                 const char* why = deferred_failure_;
@@ -400,6 +400,9 @@ void Connection::read() noexcept
                 fail(why, 0);
                 return;
             }
+        }
+        if (!conn_->read->ready) {
+            break;  // nginx saw the socket drained: no recv() only to hear EAGAIN
         }
     }
     if (ngx_handle_read_event(conn_->read, 0) != NGX_OK) {

@@ -73,18 +73,21 @@ bool Pipeline::push(int argc, const char** argv, const size_t* argv_len, ReplyHa
     } else {
         p = static_cast<Pending*>(ngx_alloc(sizeof(Pending), log_));
     }
-    size_t size = resp_size(argc, argv_len);
+    // At the back the command is written into room for at least its size;
+    // at the front, what waits moves by its exact size.
+    size_t size = front ? resp_size(argc, argv_len) : resp_size_bound(argc, argv_len);
     if (p == nullptr || !reserve(size)) {
         give_back(p);
         return false;
     }
-    char* at = out_ + out_len_;
     if (front) {
-        at = out_ + out_pos_;
+        char* at = out_ + out_pos_;
         std::memmove(at + size, at, out_len_ - out_pos_);
+        resp_write(at, argc, argv, argv_len);
+        out_len_ += size;
+    } else {
+        out_len_ = static_cast<size_t>(resp_write(out_ + out_len_, argc, argv, argv_len) - out_);
     }
-    resp_write(at, argc, argv, argv_len);
-    out_len_ += size;
     p->handler = handler;
     p->data = data;
     p->queued_us = monotonic_us();

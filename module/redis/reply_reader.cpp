@@ -7,10 +7,19 @@
 // server sending "*2147483647" could make a worker allocate and free
 // gigabytes; longer arrays are refused before anything is allocated, and
 // the connection is dropped.
+//
+// The reply objects are hiredis's redisReply, made with malloc() where
+// hiredis uses calloc(), which glibc serves without its per-thread cache
+// (about as much as the rest of reading a reply); an array's element vector
+// lies right after its object. A string's bytes have a malloc() of their
+// own, as with hiredis: a request may take them over and free them itself.
 
 #include "reply_reader.hpp"
 
 #include <hiredis/hiredis.h>
+
+#include <cstdlib>
+#include <cstring>
 
 namespace idem::redis {
 namespace {
@@ -20,35 +29,136 @@ constexpr int max_large_reply_elements = 16384;
 
 redisReplyObjectFunctions small_functions;
 redisReplyObjectFunctions large_functions;
-void* (*default_create_array)(const redisReadTask*, int) = nullptr;
+bool functions_ready = false;
+
+char* inline_bytes(redisReply* r) noexcept
+{
+    return reinterpret_cast<char*>(r + 1);
+}
+
+// A reply object of `type` with `extra` bytes after it, the rest zero,
+// linked into its array if it is an element.
+redisReply* new_reply(const redisReadTask* task, int type, size_t extra) noexcept
+{
+    auto* r = static_cast<redisReply*>(std::malloc(sizeof(redisReply) + extra));
+    if (r == nullptr) {
+        return nullptr;
+    }
+    *r = redisReply{};
+    r->type = type;
+    if (task->parent != nullptr) {
+        static_cast<redisReply*>(task->parent->obj)->element[task->idx] = r;
+    }
+    return r;
+}
+
+void* create_string(const redisReadTask* task, char* str, size_t len)
+{
+    auto* bytes = static_cast<char*>(std::malloc(len + 1));
+    if (bytes == nullptr) {
+        return nullptr;
+    }
+    redisReply* r = new_reply(task, task->type, 0);  // string, status or error
+    if (r == nullptr) {
+        std::free(bytes);
+        return nullptr;
+    }
+    std::memcpy(bytes, str, len);
+    bytes[len] = '\0';
+    r->str = bytes;
+    r->len = len;
+    return r;
+}
+
+void* create_array(const redisReadTask* task, int elements, int max_elements)
+{
+    if (elements > max_elements) {
+        return nullptr;
+    }
+    size_t vector = elements > 0 ? static_cast<size_t>(elements) * sizeof(redisReply*) : 0;
+    redisReply* r = new_reply(task, task->type, vector);
+    if (r != nullptr && elements > 0) {
+        r->element = reinterpret_cast<redisReply**>(inline_bytes(r));
+        std::memset(r->element, 0, vector);  // a reply cut short is freed with the elements it has
+        r->elements = static_cast<size_t>(elements);
+    }
+    return r;
+}
 
 void* create_small_array(const redisReadTask* task, int elements)
 {
-    return elements > max_reply_elements ? nullptr : default_create_array(task, elements);
+    return create_array(task, elements, max_reply_elements);
 }
 
 void* create_large_array(const redisReadTask* task, int elements)
 {
-    return elements > max_large_reply_elements ? nullptr : default_create_array(task, elements);
+    return create_array(task, elements, max_large_reply_elements);
+}
+
+void* create_integer(const redisReadTask* task, long long value)
+{
+    redisReply* r = new_reply(task, REDIS_REPLY_INTEGER, 0);
+    if (r != nullptr) {
+        r->integer = value;
+    }
+    return r;
+}
+
+void* create_nil(const redisReadTask* task)
+{
+    return new_reply(task, REDIS_REPLY_NIL, 0);  // a nil bulk string or array
+}
+
+void free_object(void* reply)
+{
+    free_reply(static_cast<redisReply*>(reply));
 }
 
 }  // namespace
 
 redisReader* create_reply_reader(bool large) noexcept
 {
-    if (default_create_array == nullptr) {
+    if (!functions_ready) {
+        // hiredis's table, for what a newer hiredis adds (RESP3 types, made
+        // its own way: free_reply frees those too)
         redisReader* probe = redisReaderCreate();
         if (probe == nullptr) {
             return nullptr;
         }
         small_functions = *probe->fn;
         redisReaderFree(probe);
-        default_create_array = small_functions.createArray;
+        small_functions.createString = create_string;
+        small_functions.createInteger = create_integer;
+        small_functions.createNil = create_nil;
+        small_functions.freeObject = free_object;
         large_functions = small_functions;
         small_functions.createArray = create_small_array;
         large_functions.createArray = create_large_array;
+        functions_ready = true;
     }
     return redisReaderCreateWithFunctions(large ? &large_functions : &small_functions);
+}
+
+bool has_unread(const redisReader* reader) noexcept
+{
+    return reader->pos < reader->len;
+}
+
+void free_reply(redisReply* r) noexcept
+{
+    if (r == nullptr) {
+        return;
+    }
+    if (r->element != nullptr) {
+        for (size_t i = 0; i < r->elements; i++) {
+            free_reply(r->element[i]);
+        }
+        if (reinterpret_cast<char*>(r->element) != inline_bytes(r)) {
+            std::free(r->element);
+        }
+    }
+    std::free(r->str);
+    std::free(r);
 }
 
 }  // namespace idem::redis

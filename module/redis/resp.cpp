@@ -7,27 +7,50 @@
 namespace idem::redis {
 namespace {
 
-std::size_t digits(std::size_t n) noexcept
+// Numbers are written two digits at a time from this table.
+constexpr char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+std::size_t digits(std::uint64_t n) noexcept
 {
     std::size_t d = 1;
-    while (n >= 10) {
-        n /= 10;
-        d++;
+    while (n >= 100) {
+        n /= 100;
+        d += 2;
     }
-    return d;
+    return n >= 10 ? d + 1 : d;
 }
 
-char* write_number(char* out, std::size_t n) noexcept
+// Most of a command's numbers (its argument count, the lengths of its
+// fixed words) are below 100.
+inline char* write_number(char* out, std::uint64_t n) noexcept
 {
-    std::size_t d = digits(n);
-    for (std::size_t i = d; i > 0; i--) {
-        out[i - 1] = static_cast<char>('0' + n % 10);
-        n /= 10;
+    if (n < 10) {
+        *out = static_cast<char>('0' + n);
+        return out + 1;
     }
-    return out + d;
+    if (n < 100) {
+        std::memcpy(out, &digit_pairs[2 * n], 2);
+        return out + 2;
+    }
+    char* end = out + digits(n);
+    char* p = end;
+    while (n >= 100) {
+        p -= 2;
+        std::memcpy(p, &digit_pairs[2 * (n % 100)], 2);
+        n /= 100;
+    }
+    if (n >= 10) {
+        std::memcpy(p - 2, &digit_pairs[2 * n], 2);
+    } else {
+        p[-1] = static_cast<char>('0' + n);
+    }
+    return end;
 }
 
-char* write_header(char* out, char type, std::size_t n) noexcept
+inline char* write_header(char* out, char type, std::size_t n) noexcept
 {
     *out++ = type;
     out = write_number(out, n);
@@ -36,13 +59,30 @@ char* write_header(char* out, char type, std::size_t n) noexcept
     return out;
 }
 
+// "*" or "$", at most 20 digits, CRLF
+constexpr std::size_t max_header = 1 + 20 + 2;
+
 }  // namespace
+
+char* write_decimal(char* out, std::uint64_t n) noexcept
+{
+    return write_number(out, n);
+}
 
 std::size_t resp_size(int argc, const std::size_t* argv_len) noexcept
 {
     std::size_t size = 1 + digits(static_cast<std::size_t>(argc)) + 2;
     for (int i = 0; i < argc; i++) {
         size += 1 + digits(argv_len[i]) + 2 + argv_len[i] + 2;
+    }
+    return size;
+}
+
+std::size_t resp_size_bound(int argc, const std::size_t* argv_len) noexcept
+{
+    std::size_t size = max_header;
+    for (int i = 0; i < argc; i++) {
+        size += max_header + argv_len[i] + 2;
     }
     return size;
 }

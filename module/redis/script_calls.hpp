@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "../owned_args.hpp"
+#include "resp.hpp"
 #include "retry.hpp"
 #include "router.hpp"
 #include "scripts.hpp"
@@ -58,9 +59,10 @@ struct ScriptCall {
     OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV
 };
 
+// `n` in decimal at `out` (room for NGX_INT64_LEN); its length.
 inline size_t decimal(std::uint64_t n, char* out) noexcept
 {
-    return static_cast<size_t>(ngx_sprintf(reinterpret_cast<u_char*>(out), "%uL", n) - reinterpret_cast<u_char*>(out));
+    return static_cast<size_t>(write_decimal(out, n) - out);
 }
 
 class ScriptCalls {

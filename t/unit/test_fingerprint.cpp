@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "fingerprint.hpp"
 
@@ -46,6 +47,29 @@ TEST(Sha256, IncrementalEqualsOneShot)
     sha.update("bc", 2);
     EXPECT_EQ(sha.finish(), idem::sha256("abc"));
     EXPECT_TRUE(sha.ok());
+}
+
+TEST(Sha256, PiecesEqualOneShot)
+{
+    const std::string a(200, 'a'), b(100, 'b'), c(300, 'c');
+    const std::vector<std::vector<std::string_view>> cases = {
+        {}, {""}, {"x", "", "yz"}, {a, b}, {b, c, "d"}, {c}, {a, "", a, a}, {std::string_view(a).substr(0, 56), "z"},
+    };
+    for (const auto& pieces : cases) {
+        std::string joined;
+        for (auto p : pieces) {
+            joined += p;
+        }
+        idem::Sha256 sha;
+        switch (pieces.size()) {
+        case 0: sha.update({}); break;
+        case 1: sha.update({pieces[0]}); break;
+        case 2: sha.update({pieces[0], pieces[1]}); break;
+        case 3: sha.update({pieces[0], pieces[1], pieces[2]}); break;
+        default: sha.update({pieces[0], pieces[1], pieces[2], pieces[3]}); break;
+        }
+        EXPECT_EQ(sha.finish(), idem::sha256(joined)) << joined.size();
+    }
 }
 
 TEST(ToHex, LowerCaseEveryNibble)

@@ -63,9 +63,36 @@ TEST(Resp, MatchesHiredisForEveryLengthShape)
 
 TEST(Resp, LengthsAcrossDigitBoundaries)
 {
-    for (size_t n : {0u, 9u, 10u, 99u, 100u, 999u, 1000u, 65535u, 65536u}) {
+    for (size_t n : {0u, 9u, 10u, 99u, 100u, 101u, 999u, 1000u, 1001u, 9999u, 10000u, 65535u, 65536u, 100000u}) {
         std::vector<std::string> c = {"SET", std::string(n, 'k')};
         EXPECT_EQ(ours(c), hiredis(c)) << n;
+    }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Resp, WritesDecimals)
+{
+    for (std::uint64_t n : {std::uint64_t{0}, std::uint64_t{7}, std::uint64_t{10}, std::uint64_t{99}, std::uint64_t{100},
+                            std::uint64_t{101}, std::uint64_t{1000}, std::uint64_t{30000},
+                            std::uint64_t{86400000}, std::uint64_t{18446744073709551615u}}) {
+        char out[20];
+        char* end = idem::redis::write_decimal(out, n);
+        EXPECT_EQ(std::string(out, end), std::to_string(n));
+    }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Resp, SizeBoundCoversTheCommand)
+{
+    for (size_t n : {0u, 9u, 10u, 99u, 100u, 12345u}) {
+        const std::vector<size_t> lens = {3, n, 2, 5};
+        EXPECT_GE(idem::redis::resp_size_bound(4, lens.data()), idem::redis::resp_size(4, lens.data())) << n;
     }
 }
 
