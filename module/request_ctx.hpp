@@ -1,7 +1,8 @@
 // request_ctx.hpp — what the module knows about one main request, from its
 // key to its settled claim, and what it gets (outcome.hpp). Lives in
 // r->pool; its pool cleanup (access.cpp) stops what the claim still waits
-// for and settles a claim whose response never completed.
+// for and settles a claim whose response never completed. A request that
+// passes without a key shares one read-only context instead (access.cpp).
 #pragma once
 
 #include "conf.hpp"
