@@ -9,15 +9,19 @@ use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
 
+# A duplicate POST of $uri with $key (and $headers), on a connection of its own.
+sub send_duplicate {
+    my ($uri, $key, $headers) = @_;
+    return IdempotencyTest::send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                                         . ($headers // '') . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx");
+}
+
 # $n duplicates of an in-flight original all wait for it, and each gets
 # its response.
 sub waiters_get_the_response {
     my ($uri, $key, $n) = @_;
     my $original = IdempotencyTest::start_in_flight($uri, $key);
-    my @waiters = map {
-        IdempotencyTest::send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-                                      . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx")
-    } 1 .. $n;
+    my @waiters = map { send_duplicate($uri, $key) } 1 .. $n;
     my @responses = map { IdempotencyTest::read_response($_) } @waiters;
     my $first = IdempotencyTest::read_response($original);
     Test::More::is($first->{status}, 201, "$key: the original gets its response");
@@ -47,11 +51,9 @@ sub waiters_share_looks {
 sub waits_end_apart {
     my ($uri, $key) = @_;
     my $original = IdempotencyTest::start_in_flight($uri, $key);
-    my $raw = "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-              . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx";
-    my $first = IdempotencyTest::send_request($raw);
+    my $first = send_duplicate($uri, $key);
     sleep 1;  # the second comes a second later, so its wait ends a second later
-    my $second = IdempotencyTest::send_request($raw);
+    my $second = send_duplicate($uri, $key);
     my $res = IdempotencyTest::read_response($first);
     Test::More::is($res->{status}, 409, "$key: the wait that ends before the original gets 409");
     Test::More::is($res->{headers}{'x-idempotency-status'}, 'conflict', "$key: ... counted as conflict");
@@ -67,10 +69,7 @@ sub waits_end_apart {
 sub released_in_turn {
     my ($uri, $key, $n) = @_;
     my $original = IdempotencyTest::start_in_flight($uri, $key);
-    my @waiters = map {
-        IdempotencyTest::send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Route: dead\r\n"
-                                      . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx")
-    } 1 .. $n;
+    my @waiters = map { send_duplicate($uri, $key, "X-Route: dead\r\n") } 1 .. $n;
     Test::More::is(IdempotencyTest::read_response($original)->{status}, 503, "$key: the original gets its 503");
     my $released = grep {
         my $res = IdempotencyTest::read_response($_);
