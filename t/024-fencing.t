@@ -95,20 +95,7 @@ sub in_flight {
 
 # Reads a response to the end of the connection: {status, headers (lower-case
 # names), body}.
-sub read_response {
-    my ($sock) = @_;
-    my ($buf, $sel, $deadline) = ('', IO::Select->new($sock), time + 10);
-    while (time < $deadline) {
-        next unless $sel->can_read($deadline - time);
-        my $n = sysread($sock, $buf, 65536, length $buf);
-        last unless $n;
-    }
-    close $sock;
-    my ($head, $body) = split /\r\n\r\n/, $buf, 2;
-    return { status => 0, headers => {}, body => '' } unless defined $head && $head =~ m{\AHTTP/1\.\d (\d{3})};
-    my %headers = map { /^([^:]+):\s*(.*)$/ ? (lc $1 => $2) : () } split /\r\n/, $head;
-    return { status => $1, headers => \%headers, body => $body // '' };
-}
+sub read_response { IdempotencyTest::read_response(@_) }
 
 # Waits until the error log has a line with $text; true when it has.
 sub logged {
