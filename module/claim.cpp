@@ -157,9 +157,11 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
         observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
     }
 
+#if (NGX_DEBUG)
     std::string_view name = outcome_info(result.outcome).name;
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: %*s%s",
                    &ctx->redis_key, name.size(), name.data(), ctx->waited ? ", after waiting" : "");
+#endif
     Outcome outcome = result.outcome;
     switch (outcome) {
     case Outcome::fresh:
