@@ -37,15 +37,47 @@ constexpr KeptHeader kept_headers[] = {
     {"ETag", &ngx_http_headers_out_t::etag},
 };
 
+// Repeated headers nginx keeps together: an array of pointers before
+// nginx 1.23.0, a list linked through ngx_table_elt_t::next since.
+#if nginx_version >= 1023000
+using KeptList = ngx_table_elt_t*;
+#else
+using KeptList = ngx_array_t;
+#endif
+
 struct KeptHeaders {
     std::string_view name;
-    ngx_array_t ngx_http_headers_out_t::*field;
+    KeptList ngx_http_headers_out_t::*field;
 };
 
 constexpr KeptHeaders kept_header_lists[] = {
     {"Cache-Control", &ngx_http_headers_out_t::cache_control},
     {"Link", &ngx_http_headers_out_t::link},
 };
+
+// Appends `h` to the repeated headers of its name, after the ones before it.
+bool keep_in_list(ngx_http_request_t* r, KeptList& list, ngx_table_elt_t* h)
+{
+#if nginx_version >= 1023000
+    (void) r;
+    ngx_table_elt_t** last = &list;
+    while (*last != nullptr) {
+        last = &(*last)->next;
+    }
+    *last = h;
+    return true;
+#else
+    if (list.elts == nullptr && ngx_array_init(&list, r->pool, 2, sizeof(ngx_table_elt_t*)) != NGX_OK) {
+        return false;
+    }
+    auto* slot = static_cast<ngx_table_elt_t**>(ngx_array_push(&list));
+    if (slot == nullptr) {
+        return false;
+    }
+    *slot = h;
+    return true;
+#endif
+}
 
 // Files the list entry `h` where nginx keeps a header of its name.
 bool keep_where_nginx_does(ngx_http_request_t* r, ngx_table_elt_t* h, std::string_view name)
@@ -65,16 +97,7 @@ bool keep_where_nginx_does(ngx_http_request_t* r, ngx_table_elt_t* h, std::strin
     }
     for (const auto& k : kept_header_lists) {
         if (equals_ci(name, k.name)) {
-            ngx_array_t& list = out.*k.field;
-            if (list.elts == nullptr && ngx_array_init(&list, r->pool, 2, sizeof(ngx_table_elt_t*)) != NGX_OK) {
-                return false;
-            }
-            auto* slot = static_cast<ngx_table_elt_t**>(ngx_array_push(&list));
-            if (slot == nullptr) {
-                return false;
-            }
-            *slot = h;
-            return true;
+            return keep_in_list(r, out.*k.field, h);
         }
     }
     return true;
@@ -110,14 +133,9 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
     r->expect_trailers = (record.flags & expect_trailers) != 0;
     HeaderReader trailers = HeaderReader::trailers(record);
     while (trailers.next(h)) {
-        auto* t = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.trailers));
-        if (t == nullptr) {
+        if (push_header(r->headers_out.trailers, h.name, h.value) == nullptr) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-        t->hash = 1;
-        t->key = {h.name.size(), bytes(h.name)};
-        t->value = {h.value.size(), bytes(h.value)};
-        t->lowcase_key = nullptr;
     }
 
     return send_whole_body(r, record.body, record.trailer_count != 0 || r->expect_trailers);

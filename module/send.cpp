@@ -4,9 +4,9 @@
 
 namespace idem {
 
-ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept
+ngx_table_elt_t* push_header(ngx_list_t& list, std::string_view name, std::string_view value) noexcept
 {
-    auto* h = static_cast<ngx_table_elt_t*>(ngx_list_push(&r->headers_out.headers));
+    auto* h = static_cast<ngx_table_elt_t*>(ngx_list_push(&list));
     if (h == nullptr) {
         return nullptr;
     }
@@ -14,6 +14,9 @@ ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::s
     h->key = {name.size(), bytes(name)};
     h->value = {value.size(), bytes(value)};
     h->lowcase_key = nullptr;
+#if nginx_version >= 1023000
+    h->next = nullptr;  // since 1.23.0 nginx links repeated headers through it
+#endif
     return h;
 }
 

@@ -36,9 +36,16 @@ void for_each_header(ngx_list_t& list, F&& f)
     for_each_entry<ngx_table_elt_t>(list, std::forward<F>(f));
 }
 
-// Appends a response header; name and value must live as long as the
-// request. Returns the list entry, nullptr when out of memory.
-ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept;
+// Appends a header to `list` (r->headers_out.headers or .trailers); name
+// and value must live as long as the request. Returns the list entry,
+// nullptr when out of memory.
+ngx_table_elt_t* push_header(ngx_list_t& list, std::string_view name, std::string_view value) noexcept;
+
+// A response header (push_header to r->headers_out.headers).
+inline ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept
+{
+    return push_header(r->headers_out.headers, name, value);
+}
 
 // Sends the response header (status and headers already set), then `body`
 // as the whole response body, with Content-Length, or without one when
