@@ -42,7 +42,7 @@ public:
     {
         for (ngx_uint_t i = 0; i < server_.nurls; i++) {
             const ngx_url_t& url = server_.urls[i];
-            if (add_node(nullptr, url.addrs[0], view(url.host)) == nullptr) {
+            if (add_node(nullptr, addresses_of(url), url.url, view(url.host)) == nullptr) {
                 return false;
             }
         }
@@ -89,20 +89,20 @@ public:
 
 private:
     struct Node {
-        const ngx_str_t* name;
-        const ngx_addr_t* addr;
         Endpoint* endpoint;  // owned, for nodes learnt from the cluster
         Connection* conn;
         bool failed;  // unreachable since its last answer
     };
 
-    // The node at `addr`, added if it is new; nullptr when there are too
-    // many (or out of memory). Takes `endpoint` (may be nullptr for a seed).
-    Node* add_node(Endpoint* endpoint, const ngx_addr_t& addr, std::string_view host = {}) noexcept
+    // The node at `addrs` (a node is known by the address its connection
+    // uses), added if it is new; nullptr when there are too many (or out of
+    // memory). Takes `endpoint` (may be nullptr for a seed).
+    Node* add_node(Endpoint* endpoint, Addresses addrs, const ngx_str_t& name, std::string_view host = {}) noexcept
     {
+        const ngx_addr_t& addr = addrs.addrs[0];
         for (unsigned i = 0; i < node_count_; i++) {
-            if (ngx_cmp_sockaddr(nodes_[i].addr->sockaddr, nodes_[i].addr->socklen, addr.sockaddr, addr.socklen, 1)
-                == NGX_OK) {
+            const ngx_addr_t& known = nodes_[i].conn->address();
+            if (ngx_cmp_sockaddr(known.sockaddr, known.socklen, addr.sockaddr, addr.socklen, 1) == NGX_OK) {
                 free_endpoint(endpoint);
                 return &nodes_[i];
             }
@@ -115,9 +115,7 @@ private:
         }
         Node& n = nodes_[node_count_];
         n.endpoint = endpoint;
-        n.addr = endpoint ? &endpoint->addr : &addr;
-        n.name = endpoint ? &endpoint->name : &addr.name;
-        n.conn = new (std::nothrow) Connection(*n.name, *n.addr, server_.auth, log_, true, true, tls_target(server_, host));
+        n.conn = new (std::nothrow) Connection(name, addrs, server_.auth, log_, true, true, tls_target(server_, host));
         if (n.conn == nullptr) {
             free_endpoint(endpoint);
             return nullptr;
@@ -135,8 +133,8 @@ private:
         std::string_view from_host;
         char buf[NGX_SOCKADDR_STRLEN];
         if (host.empty() && from < node_count_) {
-            size_t len = ngx_sock_ntop(nodes_[from].addr->sockaddr, nodes_[from].addr->socklen,
-                                       reinterpret_cast<u_char*>(buf), sizeof(buf), 0);
+            const ngx_addr_t& addr = nodes_[from].conn->address();
+            size_t len = ngx_sock_ntop(addr.sockaddr, addr.socklen, reinterpret_cast<u_char*>(buf), sizeof(buf), 0);
             host = {buf, len};
         }
         Endpoint* e = make_endpoint(host, port, log_);
@@ -146,7 +144,7 @@ private:
                           static_cast<ngx_uint_t>(port));
             return 0;
         }
-        Node* n = add_node(e, e->addr);
+        Node* n = add_node(e, one_address(e->addr), e->name);
         return n ? static_cast<unsigned>(n - nodes_) + 1 : 0;
     }
 
@@ -274,7 +272,7 @@ private:
         if (reply == nullptr || !parse_cluster_slots(reply, on_range, &state) || state.failed) {
             if (reply != nullptr) {
                 ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V: node %V did not give a "
-                              "slot map%s%s", &self->server_.name, self->nodes_[self->refresh_node_].name,
+                              "slot map%s%s", &self->server_.name, &self->nodes_[self->refresh_node_].conn->name(),
                               reply->type == REDIS_REPLY_ERROR ? ": " : "",
                               reply->type == REDIS_REPLY_ERROR ? reply->str : "");
             }

@@ -20,9 +20,9 @@ constexpr size_t read_chunk = 16 * 1024;
 
 }  // namespace
 
-Connection::Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
+Connection::Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& auth, ngx_log_t* log,
                        bool large_replies, bool data_node, TlsTarget tls) noexcept
-    : name_(name), addr_(addr), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node),
+    : name_(name), addrs_(addrs), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node),
       tls_(tls), pipeline_(log)
 {
     set_event(retry_event_, on_retry, this, log, true);
@@ -129,28 +129,23 @@ void Connection::on_deferred_failure(ngx_event_t* ev)
 
 void Connection::connect() noexcept
 {
-    peer_ = ngx_peer_connection_t{};
-    peer_.sockaddr = addr_.sockaddr;
-    peer_.socklen = addr_.socklen;
-    peer_.name = const_cast<ngx_str_t*>(&addr_.name);
-    peer_.get = ngx_event_get_peer;
-    peer_.log = log_;
-    peer_.log_error = NGX_ERROR_ERR;
-
     reader_ = create_reply_reader(large_replies_);
     if (reader_ == nullptr) {
         fail("cannot allocate a reply reader", 0);
         return;
     }
+    replied_ = false;
 
-    ngx_int_t rc = ngx_event_connect_peer(&peer_);
-    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
-        conn_ = peer_.connection;
-        fail("connect() failed", ngx_socket_errno);
-        return;
+    ngx_int_t rc = connect_to(address());
+    while (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
+        ngx_err_t err = ngx_socket_errno;
+        if (!next_address("connect() failed", err)) {
+            fail("connect() failed", err);
+            return;
+        }
+        rc = connect_to(address());
     }
 
-    conn_ = peer_.connection;
     conn_->data = this;
     conn_->read->handler = on_read;
     conn_->write->handler = on_write;
@@ -159,7 +154,6 @@ void Connection::connect() noexcept
     conn_->write->log = log_;
     conn_->pool = nullptr;
     state_ = State::connecting;
-    replied_ = false;
     if (tls_.enabled()) {
         conn_->pool = ngx_create_pool(512, log_);  // nginx's SSL connection lives there
         if (conn_->pool == nullptr) {
@@ -168,13 +162,75 @@ void Connection::connect() noexcept
         }
     }
 
-    if (!handshake()) {
-        fail("cannot queue the handshake", 0);
-        return;
+    // Queued once for all the addresses tried: nothing leaves before a
+    // connect succeeds.
+    if (!handshake_queued_) {
+        if (!handshake()) {
+            fail("cannot queue the handshake", 0);
+            return;
+        }
+        handshake_queued_ = true;
     }
 
     if (rc == NGX_AGAIN) {
         ngx_add_timer(conn_->write, timeout_);
+        return;
+    }
+    if (tls_.enabled()) {
+        start_tls();
+        return;
+    }
+    connected();
+}
+
+// Starts a TCP connect to `addr`: NGX_OK, NGX_AGAIN while it is under way,
+// else (nginx logged why) NGX_DECLINED, NGX_BUSY or NGX_ERROR.
+ngx_int_t Connection::connect_to(const ngx_addr_t& addr) noexcept
+{
+    peer_ = ngx_peer_connection_t{};
+    peer_.sockaddr = addr.sockaddr;
+    peer_.socklen = addr.socklen;
+    peer_.name = const_cast<ngx_str_t*>(&addr.name);
+    peer_.get = ngx_event_get_peer;
+    peer_.log = log_;
+    peer_.log_error = NGX_ERROR_ERR;
+    ngx_int_t rc = ngx_event_connect_peer(&peer_);
+    conn_ = peer_.connection;
+    return rc;
+}
+
+// The address in use could not be connected to (`why`): true, with the next
+// address to try in use, when this turn has one left; false when every
+// address failed (the next turn, after the backoff, starts again).
+bool Connection::next_address(const char* why, ngx_err_t err) noexcept
+{
+    if (++failed_in_turn_ >= addrs_.count) {
+        failed_in_turn_ = 0;
+        return false;
+    }
+    const ngx_addr_t& failed = address();
+    current_ = (current_ + 1) % addrs_.count;
+    ngx_log_error(NGX_LOG_WARN, log_, err, "idempotency: Redis %V: trying %V next; %V: %s", &name_,
+                  &address().name, &failed.name, why);
+    return true;
+}
+
+// The TCP connect's outcome, told by whichever of the socket's events comes
+// first: a refused connect wakes the reading side too, often before the
+// writing one.
+void Connection::connect_finished(ngx_event_t* ev) noexcept
+{
+    if (ev->timedout) {
+        fail("connect timed out", NGX_ETIMEDOUT);
+        return;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(conn_->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1) {
+        err = ngx_socket_errno;
+    }
+    if (err) {
+        fail("connect() failed", err);
         return;
     }
     if (tls_.enabled()) {
@@ -190,6 +246,7 @@ void Connection::connected() noexcept
         ngx_del_timer(conn_->write);
     }
     state_ = State::up;
+    failed_in_turn_ = 0;
     if (backoff_ != 0) {
         ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis %V is reachable again", &name_);
         count(Counter::redis_reconnects);
@@ -208,24 +265,29 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
         }
         return;
     }
-    if (why != nullptr && !logged && (state_ != State::down || backoff_ == 0)) {
-        ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V: %s", &name_, why);
+    if (why != nullptr && state_ == State::connecting && next_address(why, err)) {
+        // Nothing was sent: what waits goes to the next address.
+        close_socket();
+        state_ = State::down;
+        connect();
+        return;
     }
-    if (conn_ != nullptr) {
-        ngx_pool_t* pool = conn_->pool;
-        tls_.close(conn_);
-        ngx_close_connection(conn_);
-        conn_ = nullptr;
-        if (pool != nullptr) {
-            ngx_destroy_pool(pool);
+    if (why != nullptr && !logged && (state_ != State::down || backoff_ == 0)) {
+        if (addrs_.count > 1) {
+            ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V at %V: %s", &name_, &address().name, why);
+        } else {
+            ngx_log_error(NGX_LOG_ERR, log_, err, "idempotency: Redis %V: %s", &name_, why);
         }
     }
-    if (reader_ != nullptr) {
-        redisReaderFree(reader_);
-        reader_ = nullptr;
-    }
+    close_socket();
     state_ = State::down;
     pipeline_.drop_unsent();
+    handshake_queued_ = false;
+    if (why != nullptr && !replied_) {
+        // This address did not answer: the next attempt starts at the next
+        // one (one that worked is tried first again).
+        current_ = (current_ + 1) % addrs_.count;
+    }
 
     if (why != nullptr) {
         backoff_ = backoff_ ? ngx_min(backoff_ * 2, max_backoff) : first_backoff;
@@ -246,6 +308,23 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
     }
 }
 
+void Connection::close_socket() noexcept
+{
+    if (conn_ != nullptr) {
+        ngx_pool_t* pool = conn_->pool;
+        tls_.close(conn_);
+        ngx_close_connection(conn_);
+        conn_ = nullptr;
+        if (pool != nullptr) {
+            ngx_destroy_pool(pool);
+        }
+    }
+    if (reader_ != nullptr) {
+        redisReaderFree(reader_);
+        reader_ = nullptr;
+    }
+}
+
 void Connection::on_retry(ngx_event_t* ev)
 {
     auto* self = static_cast<Connection*>(ev->data);
@@ -262,24 +341,7 @@ void Connection::on_write(ngx_event_t* ev)
     auto* self = static_cast<Connection*>(c->data);
 
     if (self->state_ == State::connecting) {
-        if (ev->timedout) {
-            self->fail("connect timed out", NGX_ETIMEDOUT);
-            return;
-        }
-        int err = 0;
-        socklen_t len = sizeof(err);
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1) {
-            err = ngx_socket_errno;
-        }
-        if (err) {
-            self->fail("connect() failed", err);
-            return;
-        }
-        if (self->tls_.enabled()) {
-            self->start_tls();
-            return;
-        }
-        self->connected();
+        self->connect_finished(ev);
         return;
     }
     self->flush();
@@ -327,6 +389,10 @@ void Connection::on_read(ngx_event_t* ev)
 {
     auto* c = static_cast<ngx_connection_t*>(ev->data);
     auto* self = static_cast<Connection*>(c->data);
+    if (self->state_ == State::connecting) {
+        self->connect_finished(ev);
+        return;
+    }
     if (ev->timedout) {
         ev->timedout = 0;
         count(Counter::redis_timeouts);

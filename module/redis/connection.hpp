@@ -7,7 +7,11 @@
 // TLS handshake, when the deployment has `ssl`, between the TCP connect and
 // the first command.
 // Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
-// connect and reply timeouts. Knows nothing of requests or records.
+// connect and reply timeouts, and the choice among the addresses a name
+// resolved to: a connect that fails goes on to the next address at once,
+// with what was queued for it; the address in use is kept while it works,
+// and a dead one is tried again when the others fail. Knows nothing of
+// requests or records.
 #pragma once
 
 #include <cstdint>
@@ -24,15 +28,26 @@ struct RedisAuth;
 
 namespace idem::redis {
 
+// Where a connection may go: the addresses a configured name resolved to,
+// in the resolver's order (ngx_url_t::addrs), or one address learnt at run
+// time. They outlive the connection.
+struct Addresses {
+    const ngx_addr_t* addrs;
+    ngx_uint_t count;
+};
+
+inline Addresses addresses_of(const ngx_url_t& url) noexcept { return {url.addrs, url.naddrs}; }
+inline Addresses one_address(const ngx_addr_t& addr) noexcept { return {&addr, 1}; }
+
 class Connection {
 public:
-    // `name` (for logs), `addr` and `auth` must outlive the connection.
+    // `name` (for logs), `addrs` and `auth` must outlive the connection.
     // `large_replies`: arrays of up to 16384 elements are accepted (the
     // cluster's slot map); otherwise 16, which the store's commands never
     // exceed. `data_node`: the module's keys live there, and each new
     // connection checks that Redis will not evict them (INFO memory).
     // `tls`: its context outlives the connection (plain TCP by default).
-    Connection(const ngx_str_t& name, const ngx_addr_t& addr, const RedisAuth& auth, ngx_log_t* log,
+    Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& auth, ngx_log_t* log,
                bool large_replies = false, bool data_node = true, TlsTarget tls = {}) noexcept;
     ~Connection();
     Connection(const Connection&) = delete;
@@ -53,6 +68,8 @@ public:
     // Down, and not to be tried again before its backoff has elapsed.
     bool resting() const noexcept { return state_ == State::down && ngx_current_msec < retry_at_; }
     const ngx_str_t& name() const noexcept { return name_; }
+    // The address connected to, or tried next.
+    const ngx_addr_t& address() const noexcept { return addrs_.addrs[current_]; }
 
 private:
     enum class State { down, connecting, up };
@@ -60,6 +77,10 @@ private:
     bool queue(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
                bool queue_while_down) noexcept;
     void connect() noexcept;
+    ngx_int_t connect_to(const ngx_addr_t& addr) noexcept;
+    bool next_address(const char* why, ngx_err_t err) noexcept;
+    void connect_finished(ngx_event_t* ev) noexcept;
+    void close_socket() noexcept;
     void connected() noexcept;
     void start_tls() noexcept;
     void tls_done(bool handshaken) noexcept;
@@ -81,7 +102,9 @@ private:
     static void on_memory_info(void* data, redisReply* reply);
 
     const ngx_str_t& name_;
-    const ngx_addr_t& addr_;
+    Addresses addrs_;
+    ngx_uint_t current_ = 0;  // the address connected to, or tried next
+    ngx_uint_t failed_in_turn_ = 0;  // addresses that failed to connect since one last did
     const RedisAuth& auth_;
     ngx_log_t* log_;
     bool large_replies_;
@@ -102,6 +125,7 @@ private:
     ngx_event_t flush_event_{};    // writes what this event-loop turn queued, in one send()
     bool closing_ = false;    // worker exit: accept nothing more
     bool replied_ = false;    // this connection has had a reply
+    bool handshake_queued_ = false;  // AUTH/SELECT/INFO wait at the pipeline's front, nothing sent yet
     int dispatching_ = 0;     // inside reply handlers or command(): defer failures
     const char* deferred_failure_ = nullptr;
 };

@@ -16,7 +16,7 @@ void Connection::start_tls() noexcept
     if (!conn_->write->timer_set) {
         ngx_add_timer(conn_->write, timeout_);
     }
-    ngx_int_t rc = tls_.start(conn_, addr_, on_tls_handshake, log_);
+    ngx_int_t rc = tls_.start(conn_, address(), on_tls_handshake, log_);
     if (rc != NGX_AGAIN) {
         tls_done(rc == NGX_OK);
     }

@@ -35,9 +35,9 @@ public:
     bool start() noexcept
     {
         for (ngx_uint_t i = 0; i < server_.nurls && i < max_sentinels; i++) {
-            const ngx_addr_t& addr = server_.urls[i].addrs[0];
-            sentinels_[i] = new (std::nothrow) Connection(addr.name, addr, server_.sentinel_auth, log_, false, false,
-                                                          tls_target(server_, view(server_.urls[i].host)));
+            const ngx_url_t& url = server_.urls[i];
+            sentinels_[i] = new (std::nothrow) Connection(url.url, addresses_of(url), server_.sentinel_auth, log_,
+                                                          false, false, tls_target(server_, view(url.host)));
             if (sentinels_[i] == nullptr) {
                 return false;
             }
@@ -196,7 +196,7 @@ private:
             self->next_sentinel_ = self->asked_ + 1;
             if (reply != nullptr) {
                 ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: sentinel %V does not know master \"%V\"%s%s",
-                              &self->server_.urls[self->asked_].addrs[0].name, &self->server_.master_name,
+                              &self->sentinels_[self->asked_]->name(), &self->server_.master_name,
                               reply->type == REDIS_REPLY_ERROR ? ": " : "",
                               reply->type == REDIS_REPLY_ERROR ? reply->str : "");
             }
@@ -209,7 +209,7 @@ private:
         Endpoint* e = port > 0 && port <= 65535 ? make_endpoint(host, static_cast<unsigned>(port), self->log_) : nullptr;
         if (e == nullptr) {
             ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: sentinel %V names master \"%V\" at \"%*s:%*s\", "
-                          "which is not an IP address and port", &self->server_.urls[self->asked_].addrs[0].name,
+                          "which is not an IP address and port", &self->sentinels_[self->asked_]->name(),
                           &self->server_.master_name, host.size(), host.data(), port_text.size(), port_text.data());
             self->lookup_done(false, "its address is not usable");
             return;
@@ -236,7 +236,7 @@ private:
             free_endpoint(e);
             return false;
         }
-        Connection* conn = new (std::nothrow) Connection(e->name, e->addr, server_.auth, log_, false, true, tls_target(server_));
+        Connection* conn = new (std::nothrow) Connection(e->name, one_address(e->addr), server_.auth, log_, false, true, tls_target(server_));
         if (conn == nullptr) {
             free_endpoint(e);
             return false;
