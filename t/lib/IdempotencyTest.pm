@@ -61,6 +61,7 @@
 #                             connection open; returns its port
 #   redis_command_at($port, @args)
 #                             as redis_command, to the Redis on 127.0.0.1:$port
+#                             ($port may be "HOST:PORT", HOST an IPv4 address)
 #   start_redis_cluster($masters, [$replicas])
 #                             a Redis Cluster of $masters masters (each with
 #                             $replicas replicas, default 0) on free ports,
@@ -72,6 +73,10 @@
 #                             the slot
 #   cluster_node_stop($port), cluster_node_start($port)
 #                             stop (TERM) and start again one cluster node
+#   start_node($port, @args)  (not exported) a redis-server with @args
+#                             (--port $port among them), awaited at its
+#                             --bind address (default 127.0.0.1); stop it
+#                             with cluster_node_stop($port)
 #   start_redis_sentinel()    a master, its replica and one sentinel watching
 #                             them as "mymaster" (quorum 1); sets
 #                             TEST_NGINX_SENTINEL_PORT, TEST_NGINX_MASTER_PORT
@@ -339,15 +344,17 @@ sub start_node {
     my $dir = "$tmpdir/node-$port";
     make_path($dir);
     $node_args{$port} = [@args];
+    my ($bind) = map { $args[$_ + 1] } grep { $args[$_] eq '--bind' } 0 .. $#args - 1;
+    my $at = ($bind // '127.0.0.1') . ":$port";
     my $pid = spawn("$dir/log", find_redis_server(), @args, '--dir', $dir, '--daemonize', 'no');
     $node_pid{$port} = $pid;
     push @extra_pids, $pid;
     wait_until(sub {
         return 'dead' unless alive($pid);
-        my $pong = eval { redis_command_at($port, 'PING') };
+        my $pong = eval { redis_command_at($at, 'PING') };
         return defined $pong && $pong eq 'PONG';
     }, STARTUP_TIMEOUT) eq '1'
-        or die "IdempotencyTest: redis-server did not start on 127.0.0.1:$port\n" . log_tail("$dir/log");
+        or die "IdempotencyTest: redis-server did not start on $at\n" . log_tail("$dir/log");
     return $pid;
 }
 
@@ -598,12 +605,13 @@ sub read_until {
 sub redis_command { redis_command_at($redis_port, @_) }
 
 sub redis_command_at {
-    my ($port, @args) = @_;
+    my ($where, @args) = @_;
     die "redis_command: no command\n" unless @args;
+    my ($host, $port) = $where =~ /^(.+):(\d+)$/ ? ($1, $2) : ('127.0.0.1', $where);
     my $sock = IO::Socket::INET->new(
-        PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp',
+        PeerAddr => $host, PeerPort => $port, Proto => 'tcp',
         Timeout => IO_TIMEOUT,
-    ) or die "redis_command: cannot connect to 127.0.0.1:$port: $!\n";
+    ) or die "redis_command: cannot connect to $host:$port: $!\n";
     my $req = '*' . @args . "\r\n";
     $req .= '$' . length($_) . "\r\n$_\r\n" for map { defined $_ ? "$_" : '' } @args;
     $sock->autoflush(1);
