@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
+#include "redis/hiredis_api.hpp"
 #include "redis/cluster.hpp"
 
 namespace {
@@ -59,8 +60,8 @@ void fuzz_slot(std::string_view key)
 // The module's reader refuses arrays over 16384 elements (cluster
 // connections); the same bound here keeps hiredis from callocing for
 // counts no input of -max_len bytes could complete.
-void* (*hiredis_create_array)(const redisReadTask*, int) = nullptr;
-void* create_array(const redisReadTask* task, int elements)
+void* (*hiredis_create_array)(const redisReadTask*, idem::redis::ArrayCount) = nullptr;
+void* create_array(const redisReadTask* task, idem::redis::ArrayCount elements)
 {
     return elements > 16384 ? nullptr : hiredis_create_array(task, elements);
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
+#include "redis/hiredis_api.hpp"
 #include "decide.hpp"
 #include "record.hpp"
 #include "redis/replies.hpp"
@@ -73,10 +74,10 @@ Outcome expected_outcome(const redisReply* reply)
 // out-of-memory, and a merely large one makes freeReplyObject() walk it:
 // counts no input of -max_len bytes could complete are failed here the way
 // calloc would fail them. Everything else is hiredis's own reply building.
-constexpr int max_array_elements = 1 << 12;
-void* (*hiredis_create_array)(const redisReadTask*, int) = nullptr;
+constexpr idem::redis::ArrayCount max_array_elements = 1 << 12;
+void* (*hiredis_create_array)(const redisReadTask*, idem::redis::ArrayCount) = nullptr;
 
-void* create_array(const redisReadTask* task, int elements)
+void* create_array(const redisReadTask* task, idem::redis::ArrayCount elements)
 {
     if (elements > max_array_elements) {
         return nullptr;

@@ -16,16 +16,16 @@
 
 #include "reply_reader.hpp"
 
-#include <hiredis/hiredis.h>
-
 #include <cstdlib>
 #include <cstring>
+
+#include "hiredis_api.hpp"
 
 namespace idem::redis {
 namespace {
 
-constexpr int max_reply_elements = 16;
-constexpr int max_large_reply_elements = 16384;
+constexpr ArrayCount max_reply_elements = 16;
+constexpr ArrayCount max_large_reply_elements = 16384;
 
 redisReplyObjectFunctions small_functions;
 redisReplyObjectFunctions large_functions;
@@ -70,7 +70,7 @@ void* create_string(const redisReadTask* task, char* str, size_t len)
     return r;
 }
 
-void* create_array(const redisReadTask* task, int elements, int max_elements)
+void* create_array(const redisReadTask* task, ArrayCount elements, ArrayCount max_elements)
 {
     if (elements > max_elements) {
         return nullptr;
@@ -85,12 +85,12 @@ void* create_array(const redisReadTask* task, int elements, int max_elements)
     return r;
 }
 
-void* create_small_array(const redisReadTask* task, int elements)
+void* create_small_array(const redisReadTask* task, ArrayCount elements)
 {
     return create_array(task, elements, max_reply_elements);
 }
 
-void* create_large_array(const redisReadTask* task, int elements)
+void* create_large_array(const redisReadTask* task, ArrayCount elements)
 {
     return create_array(task, elements, max_large_reply_elements);
 }
