@@ -168,3 +168,14 @@ clean:
 	rm -rf $(BUILD) t/servroot
 
 FORCE:
+
+# The module compiled (nginx's make modules, its -Werror) against the nginx-dev
+# of the machine (Debian 12: 1.22.1) and of Debian 13 trixie and sid
+# (downloaded into ~/.cache/nginx-idempotency, not installed), each with and
+# without --with-debug, plus any nginx source trees in NGINX_MATRIX_EXTRA
+# (an nginx.org release or a github.com/nginx/nginx checkout). Builds in
+# build/matrix/; a table at the end, non-zero if any build failed.
+NGINX_MATRIX_EXTRA ?=
+.PHONY: matrix
+matrix: deps
+	CC_OPT="$(CC_OPT)" LD_OPT="$(LD_OPT)" NGINX_SRC=$(NGINX_SRC) scripts/matrix.sh $(NGINX_MATRIX_EXTRA)

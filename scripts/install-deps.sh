@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build, the tests, the demo and the Debian
-# package (make deb) need, when any is missing: one `apt-get update`, then one
-# `apt-get install`. With arguments, installs those packages instead (when
-# missing), e.g. scripts/build-deb.sh's build dependencies.
+# Installs the Debian packages the build, the tests, the demo, the Debian
+# package (make deb) and make matrix (the archive's keyring) need, when any is
+# missing: one `apt-get update`, then one `apt-get install`. With arguments,
+# installs those packages instead (when missing), e.g. scripts/build-deb.sh's
+# build dependencies.
 set -euo pipefail
 
 packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev openssl redis-server libgtest-dev curl wrk
           clang libclang-rt-14-dev
-          build-essential dpkg-dev debhelper)
+          build-essential dpkg-dev debhelper
+          debian-archive-keyring)
 [ $# -eq 0 ] || packages=("$@")
 
 missing=()
