@@ -179,3 +179,11 @@ NGINX_MATRIX_EXTRA ?=
 .PHONY: matrix
 matrix: deps
 	CC_OPT="$(CC_OPT)" LD_OPT="$(LD_OPT)" NGINX_SRC=$(NGINX_SRC) scripts/matrix.sh $(NGINX_MATRIX_EXTRA)
+
+# The Test::Nginx suite against the newest nginx the Debian archive serves
+# (sid's, else trixie's; its source package, else its orig tarball), built
+# like Debian's nginx binary and kept in ~/.cache/nginx-idempotency, with the
+# module built against it in build/newest/ (scripts/newest-nginx.sh).
+.PHONY: test-newest-nginx
+test-newest-nginx: deps
+	CC_OPT="$(CC_OPT)" LD_OPT="$(LD_OPT)" scripts/newest-nginx.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build, the tests, the demo, the Debian
-# package (make deb) and make matrix (the archive's keyring) need, when any is
+# package (make deb), make matrix (the archive's keyring) and make
+# test-newest-nginx (nginx's own build dependencies) need, when any is
 # missing: one `apt-get update`, then one `apt-get install`. With arguments,
 # installs those packages instead (when missing), e.g. scripts/build-deb.sh's
 # build dependencies.
@@ -9,7 +10,7 @@ set -euo pipefail
 packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev openssl redis-server libgtest-dev curl wrk
           clang libclang-rt-14-dev
           build-essential dpkg-dev debhelper
-          debian-archive-keyring)
+          debian-archive-keyring libpcre2-dev zlib1g-dev)
 [ $# -eq 0 ] || packages=("$@")
 
 missing=()
