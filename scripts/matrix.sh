@@ -213,7 +213,7 @@ for c in "${!c_name[@]}"; do
     else
         echo "--- ${c_name[$c]}: make modules failed (build/matrix/${c_name[$c]}/make.log):"
         if grep -qE 'error:|undefined reference' "$cell/make.log"; then
-            grep -E -B2 -A6 'error:|undefined reference|\*\*\*' "$cell/make.log" | head -n 120
+            grep -E -B3 -A6 'error:|undefined reference|\*\*\*' "$cell/make.log" | head -n 120
         else
             tail -n 30 "$cell/make.log"
         fi

@@ -232,5 +232,5 @@ start=$SECONDS
 TEST_NGINX_BINARY="$nginx" TEST_NGINX_MODULE="$work/$so" TEST_NGINX_SERVROOT="$work/servroot" \
     prove $inc ${NGINX_NEWEST_TESTS:--r t} 2>&1 | tee "$work/prove.log"
 rc=${PIPESTATUS[0]}
-log "nginx $upstream ($what): the suite $( [ "$rc" = 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s (build $build_secs s); output in build/newest/prove.log"
+log "$what: the suite $( [ "$rc" = 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s (build $build_secs s); output in build/newest/prove.log"
 exit "$rc"
