@@ -25,7 +25,9 @@
 # which trixie's nginx provides; the package installs with apt in the root
 # (a policy-rc.d keeps any service from starting); `nginx -t` with trixie's
 # own nginx.conf loads it through modules-enabled/50-mod-http-idempotency.conf;
-# and a configuration that uses the module's directives passes `nginx -t`.
+# a configuration that uses the module's directives passes `nginx -t`; and
+# with trixie's redis-server (hiredis 1.2 in the module), a POST is executed
+# and its retry replayed.
 # The package is purged from the root afterwards, so the cached root stays a
 # build root.
 #
@@ -60,6 +62,7 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 suffix=${DEB_SUFFIX:-+deb13}
 pkg=libnginx-mod-http-idempotency
 build_deps=(build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libssl-dev)
+check_deps=(redis-server curl)  # the check that the installed module answers requests
 
 out=${1:-build/deb-trixie}
 case $out in /*) ;; *) out=$repo/$out ;; esac
@@ -171,10 +174,10 @@ if [ -n "${TRIXIE_REFRESH:-}" ] || [ ! -e "$refreshed" ] || [ -n "$(find "$refre
     in_root_logged apt-upgrade 1200 apt-get "${apt_opts[@]}" -y dist-upgrade
     touch "$refreshed"
 fi
-installed=$(in_root 60 dpkg-query -W -f='${Status}\n' "${build_deps[@]}" 2>/dev/null | grep -c 'install ok installed' || true)
-if [ "$installed" -ne ${#build_deps[@]} ]; then
-    step "installing the build dependencies in the root: ${build_deps[*]}"
-    in_root_logged apt-install 1200 apt-get "${apt_opts[@]}" -y install "${build_deps[@]}"
+installed=$(in_root 60 dpkg-query -W -f='${Status}\n' "${build_deps[@]}" "${check_deps[@]}" 2>/dev/null | grep -c 'install ok installed' || true)
+if [ "$installed" -ne $((${#build_deps[@]} + ${#check_deps[@]})) ]; then
+    step "installing the build dependencies in the root: ${build_deps[*]} ${check_deps[*]}"
+    in_root_logged apt-install 1200 apt-get "${apt_opts[@]}" -y install "${build_deps[@]}" "${check_deps[@]}"
     in_root_logged apt-clean 300 apt-get "${apt_opts[@]}" clean
 fi
 touch "$ready"
@@ -217,6 +220,67 @@ cp "$log" "$out/build.log"
 step "built $out/$deb_name"
 
 # --- checks ------------------------------------------------------------------
+
+free_port() {
+    perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0, Listen => 1)->sockport'
+}
+
+# The installed package at work in the root: trixie's redis-server and nginx
+# (on loopback ports), a POST and its retry with the same key. The first is
+# executed (201 with its own request id), the retry gets the same bytes back
+# with Idempotent-Replayed: true. Both servers are ended by their pids.
+serve_and_replay() {
+    local redis_port nginx_port upstream_port ok=1 first='' second=''
+    redis_port=$(free_port) nginx_port=$(free_port) upstream_port=$(free_port)
+    cat > "$root/build/serve.conf" <<EOF
+include /etc/nginx/modules-enabled/*.conf;
+error_log /build/serve-error.log info;
+pid /build/serve-nginx.pid;
+events {}
+http {
+    access_log off;
+    idempotency_redis 127.0.0.1:$redis_port;
+    idempotency_scope "";
+    server {
+        listen 127.0.0.1:$nginx_port;
+        location / {
+            idempotency on;
+            proxy_pass http://127.0.0.1:$upstream_port;
+        }
+    }
+    server {
+        listen 127.0.0.1:$upstream_port;
+        location / { return 201 "executed \$request_id\n"; }
+    }
+}
+EOF
+    rm -f "$root/build/serve-nginx.pid" "$root/build/serve-redis.pid"
+    in_root 60 redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
+        --daemonize yes --pidfile /build/serve-redis.pid --logfile /build/serve-redis.log || return 1
+    for _ in $(seq 1 100); do  # until Redis answers (at most 10 s)
+        [ "$(in_root 10 redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] && break
+        sleep 0.1
+    done
+    # nginx returns once its master listens (daemon on)
+    if in_root 60 /usr/sbin/nginx -c /build/serve.conf; then
+        post() {
+            curl -sS -m 10 -D - -X POST -H 'Idempotency-Key: trixie-check' --data x \
+                "http://127.0.0.1:$nginx_port/pay" | tr -d '\r'
+        }
+        first=$(post) && second=$(post) || ok=0
+        grep -q '^HTTP/1.1 201' <<<"$first" || ok=0
+        grep -q '^Idempotent-Replayed: true' <<<"$second" || ok=0
+        [ -n "$(grep '^executed' <<<"$first")" ] || ok=0
+        [ "$(grep '^executed' <<<"$first")" = "$(grep '^executed' <<<"$second")" ] || ok=0
+        [ "$ok" -eq 1 ] || { printf -- '--- first:\n%s\n--- retry:\n%s\n' "$first" "$second"
+                             tail -n 20 "$root/build/serve-error.log"; } >&2
+        kill "$(cat "$root/build/serve-nginx.pid")" 2>/dev/null || true
+    else
+        ok=0
+    fi
+    kill "$(cat "$root/build/serve-redis.pid" 2>/dev/null)" 2>/dev/null || true
+    [ "$ok" -eq 1 ]
+}
 
 fail=0
 check() {  # check DESCRIPTION COMMAND...
@@ -261,6 +325,7 @@ http {
 EOF
     check "nginx -t accepts the module's directives" \
         timeout 60 chroot "$root" /usr/sbin/nginx -t -q -g 'error_log stderr; pid /dev/null;' -c /build/http.conf
+    check "the module answers requests with $suite's nginx, hiredis and Redis: new, then replayed" serve_and_replay
 else
     tail -n 20 "$root/build/install.log" >&2
     echo "not ok - the package installs in the $suite root"
