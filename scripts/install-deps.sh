@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build, the tests, the demo, the Debian
-# package (make deb), make matrix (the archive's keyring) and make
+# Installs the Debian packages the build, the tests (libnss-wrapper: the
+# Redis names of t/039), the demo, the Debian packages (make deb; make
+# deb-trixie: debootstrap), make matrix (the archive's keyring) and make
 # test-newest-nginx (nginx's own build dependencies) need, when any is
 # missing: one `apt-get update`, then one `apt-get install`. With arguments,
 # installs those packages instead (when missing), e.g. scripts/build-deb.sh's
@@ -10,7 +11,8 @@ set -euo pipefail
 packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev openssl redis-server libgtest-dev curl wrk
           clang libclang-rt-14-dev
           build-essential dpkg-dev debhelper
-          debian-archive-keyring libpcre2-dev zlib1g-dev)
+          debian-archive-keyring libpcre2-dev zlib1g-dev
+          libnss-wrapper debootstrap)
 [ $# -eq 0 ] || packages=("$@")
 
 missing=()
