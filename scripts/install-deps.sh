@@ -9,7 +9,7 @@
 set -euo pipefail
 
 packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev openssl redis-server libgtest-dev curl wrk
-          clang libclang-rt-14-dev
+          clang libclang-rt-dev
           build-essential dpkg-dev debhelper
           debian-archive-keyring libpcre2-dev zlib1g-dev
           libnss-wrapper debootstrap)
