@@ -25,9 +25,8 @@
 # which trixie's nginx provides; the package installs with apt in the root
 # (a policy-rc.d keeps any service from starting); `nginx -t` with trixie's
 # own nginx.conf loads it through modules-enabled/50-mod-http-idempotency.conf;
-# a configuration that uses the module's directives passes `nginx -t`; and
-# with trixie's redis-server (hiredis 1.2 in the module), a POST is executed
-# and its retry replayed.
+# and, with trixie's redis-server (hiredis 1.2 in the module), a POST is
+# executed and its retry replayed.
 # The package is purged from the root afterwards, so the cached root stays a
 # build root.
 #
@@ -307,24 +306,6 @@ if in_root 600 apt-get "${apt_opts[@]}" -y install /build/check.deb > "$root/bui
         sh -c "timeout 60 chroot '$root' /usr/sbin/nginx -T 2>&1 | tee '$root/build/nginx-T.log' |
                grep -q '^load_module modules/ngx_http_idempotency_module.so;' &&
                grep -q 'test is successful' '$root/build/nginx-T.log'"
-    cat > "$root/build/http.conf" <<'EOF'
-include /etc/nginx/modules-enabled/*.conf;
-events {}
-http {
-    access_log off;
-    idempotency_redis 127.0.0.1:6379;
-    server {
-        listen 127.0.0.1:8080;
-        location / {
-            idempotency          on;
-            idempotency_required on;
-            return 204;
-        }
-    }
-}
-EOF
-    check "nginx -t accepts the module's directives" \
-        timeout 60 chroot "$root" /usr/sbin/nginx -t -q -g 'error_log stderr; pid /dev/null;' -c /build/http.conf
     check "the module answers requests with $suite's nginx, hiredis and Redis: new, then replayed" serve_and_replay
 else
     tail -n 20 "$root/build/install.log" >&2

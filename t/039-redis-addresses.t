@@ -43,6 +43,17 @@ start_redis_sentinel();
     = ($tls_port, IdempotencyTest::free_port(), $later_port);
 
 test_nginx_defaults();
+# Every block proxies through one protected location.
+add_block_preprocessor(sub {
+    my $block = shift;
+    $block->set_value('config', <<'CONFIG') unless defined $block->config;
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+CONFIG
+});
 run_tests();
 
 __DATA__
@@ -50,12 +61,6 @@ __DATA__
 === TEST 1: ::1 refuses, 127.0.0.1 answers: the key is claimed there, the refusal logged as a refused connect
 --- http_config
 idempotency_redis v6-first.test:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request
 POST /addr/1
 x
@@ -74,12 +79,6 @@ qr/\[warn\] .*idempotency: Redis v6-first\.test:\d+: trying 127\.0\.0\.1:\d+ nex
 === TEST 2: ... its retry is replayed from there
 --- http_config
 idempotency_redis v6-first.test:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request
 POST /addr/1
 x
@@ -99,12 +98,6 @@ X-Upstream-Execution: 1
 idempotency_redis v6-first.test:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 idempotency_redis_ssl_name localhost;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request
 POST /addr/2
 x
@@ -123,12 +116,6 @@ qr/\[warn\] .*idempotency: Redis v6-first\.test:\d+: trying 127\.0\.0\.1:\d+ nex
 === TEST 4: no address answers: 503, each refusal logged as what it was, the last one as the error
 --- http_config
 idempotency_redis dead-first.test:$TEST_NGINX_DEAD_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request
 POST /addr/3
 x
@@ -146,12 +133,6 @@ X-Upstream-Execution:
 === TEST 5: the address that was dead is tried again once the one in use goes away
 --- http_config
 idempotency_redis dead-first.test:$TEST_NGINX_LATER_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- init
 my $port = $ENV{TEST_NGINX_LATER_PORT};
 # 127.0.0.2 refuses, the Redis on 127.0.0.1 takes the key
@@ -183,12 +164,6 @@ qr/\[warn\] .*idempotency: Redis dead-first\.test:\d+: trying 127\.0\.0\.2:\d+ n
 === TEST 6: a cluster seed named by a name whose first address refuses
 --- http_config
 idempotency_redis_cluster v6-first.test:$TEST_NGINX_CLUSTER_PORT_1;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request
 POST /addr/5
 x
@@ -207,12 +182,6 @@ qr/\[error\] .*idempotency/
 === TEST 7: a sentinel named by a name whose first address refuses
 --- http_config
 idempotency_redis_sentinel mymaster v6-first.test:$TEST_NGINX_SENTINEL_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request
 POST /addr/6
 x
