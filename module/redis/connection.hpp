@@ -2,10 +2,11 @@
 // Redis server, on nginx's event loop. Commands from all requests are
 // pipelined on it; replies are matched to commands in order. Commands are
 // written in RESP by resp.hpp and queued in a Pipeline; hiredis parses the
-// replies (reply_reader.hpp); the I/O is nginx's. handshake.cpp holds what is
-// sent first on each new connection; connection_tls.cpp (with tls.hpp) the
-// TLS handshake, when the deployment has `ssl`, between the TCP connect and
-// the first command.
+// replies (reply_reader.hpp); the I/O is nginx's. connect.cpp holds the
+// TCP connect, address after address; handshake.cpp what is sent first on
+// each new connection; connection_tls.cpp (with tls.hpp) the TLS handshake,
+// when the deployment has `ssl`, between the TCP connect and the first
+// command.
 // Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
 // connect and reply timeouts, and the choice among the addresses a name
 // resolved to: a connect that fails goes on to the next address at once,
