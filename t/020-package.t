@@ -104,9 +104,17 @@ ok($abi && exists $depends{$abi}, "Depends on $abi (dh_nginx's \${misc:Depends})
 my ($rc_q, $provides) = capture('dpkg-query', '-W', '-f', '${Provides}', 'nginx');
 like($provides, qr/(?:^|,\s*)\Q$abi\E(?:\s|,|$)/, "the installed nginx provides $abi")
     if $abi;
-ok(exists $depends{'libhiredis0.14'}, 'Depends on libhiredis0.14 (${shlibs:Depends})');
-ok(exists $depends{libssl3},          'Depends on libssl3 (${shlibs:Depends}: libcrypto.so.3)');
-ok(exists $depends{libc6},            'Depends on libc6 (${shlibs:Depends})');
+# ${shlibs:Depends}: the packages of the libraries the module is linked
+# with, as this release names them (Debian 12: libhiredis0.14 and libssl3;
+# Debian 13: libhiredis1.1.0 and libssl3t64).
+for my $lib (qw(libhiredis libcrypto)) {
+    my ($so) = grep { -e } glob "/usr/lib/*-linux-gnu/$lib.so";
+    my $owner = $so ? (capture('dpkg-query', '-S', abs_path($so)))[1] : '';
+    my ($runtime) = $owner =~ /^([^:,\s]+)/;
+    ok($runtime && exists $depends{$runtime},
+       "Depends on " . ($runtime // "the package of $lib.so") . " (\${shlibs:Depends}: $lib)");
+}
+ok(exists $depends{libc6}, 'Depends on libc6 (${shlibs:Depends})');
 
 # --- contents ------------------------------------------------------------------
 

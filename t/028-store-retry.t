@@ -52,6 +52,17 @@ sub leave_no_room_for_large_stores {
     IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', $used + 1_600_000);
 }
 
+# A retry while the original's 1 MB store is refused finds its claim: 409.
+# Redis 8 may still count that store's memory when the retry's claim
+# arrives, and refuse the claim (503: nothing executed); the retry is sent
+# again until it meets the claim (for at most 5 s). Returns every answer.
+sub retry_until_claim_found {
+    my ($uri, $key) = @_;
+    my @seen;
+    IdempotencyTest::wait_until(sub { push @seen, IdempotencyTest::nginx_post($uri, $key); $seen[-1] == 409 }, 5);
+    return @seen;
+}
+
 # Runs a script that keeps Redis busy for $seconds, in a child process;
 # returns its pid.
 sub keep_redis_busy {
@@ -130,7 +141,9 @@ location / {
 --- init
 main::leave_no_room_for_large_stores();
 Test::More::is(main::post('/oom/1?size=1000000', 'oom-1'), 201, 'the original is answered in full');
-Test::More::is(IdempotencyTest::nginx_post('/oom/1?size=1000000', 'oom-1'), 409, 'its store refused, a retry finds the claim');
+my @seen = main::retry_until_claim_found('/oom/1?size=1000000', 'oom-1');
+Test::More::is($seen[-1], 409, 'its store refused, a retry finds the claim');
+Test::More::is(join(' ', grep { $_ != 409 && $_ != 503 } @seen), '', "no retry got more than 409 or 503 (@seen)");
 Time::HiRes::sleep(2.5);
 Test::More::is(main::kind_of('oom-1'), 'claim', 'the claim lives on past its lock_ttl');
 Test::More::is(IdempotencyTest::nginx_post('/oom/1?size=1000000', 'oom-1'), 409, 'a retry still gets 409');
@@ -152,8 +165,8 @@ X-Idempotency-Status: replayed
 cannot store the response
 --- error_log eval
 qr/\[warn\] .*attempt \d+ to store the response for "idem:[0-9a-f]+" on Redis \S+ succeeded/
---- no_error_log
-[error]
+--- no_error_log eval
+qr/\[error\](?!.* refused the claim: OOM )/
 --- timeout: 20
 
 
@@ -372,6 +385,7 @@ location / {
 --- init
 main::leave_no_room_for_large_stores();
 Test::More::is(main::post('/exit/8?size=1000000', 'exit-8'), 201, 'the original is answered in full');
+Test::More::is((main::retry_until_claim_found('/exit/8?size=1000000', 'exit-8'))[-1], 409, 'a retry finds the claim');
 --- request
 POST /exit/8?size=1000000
 x
