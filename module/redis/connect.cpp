@@ -1,7 +1,7 @@
 // redis/connect.cpp — how a Connection (connection.hpp) gets connected: a
 // TCP connect to each address of the name in turn, the next one at once when
-// one fails, then TLS (connection_tls.cpp) or straight to connected(). The
-// handshake (handshake.cpp) is queued once for all the addresses tried.
+// one fails, then TLS (connection_tls.cpp) or straight to connected(),
+// which queues the handshake (handshake.cpp) ahead of what waited.
 
 #include "../metrics.hpp"
 #include "connection.hpp"
@@ -42,16 +42,6 @@ void Connection::connect() noexcept
             fail("cannot allocate a pool", 0);
             return;
         }
-    }
-
-    // Queued once for all the addresses tried: nothing leaves before a
-    // connect succeeds.
-    if (!handshake_queued_) {
-        if (!handshake()) {
-            fail("cannot queue the handshake", 0);
-            return;
-        }
-        handshake_queued_ = true;
     }
 
     if (rc == NGX_AGAIN) {
@@ -129,6 +119,12 @@ void Connection::connected() noexcept
     }
     state_ = State::up;
     failed_in_turn_ = 0;
+    // AUTH, SELECT and INFO go first, ahead of what waited for the
+    // connection, whichever address it reached.
+    if (!handshake()) {
+        fail("cannot queue the handshake", 0);
+        return;
+    }
     if (backoff_ != 0) {
         ngx_log_error(NGX_LOG_WARN, log_, 0, "idempotency: Redis %V is reachable again", &name_);
         count(Counter::redis_reconnects);

@@ -154,7 +154,6 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
     close_socket();
     state_ = State::down;
     pipeline_.drop_unsent();
-    handshake_queued_ = false;
     if (why != nullptr && !replied_) {
         // This address did not answer: the next attempt starts at the next
         // one (one that worked is tried first again).

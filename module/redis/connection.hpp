@@ -126,7 +126,6 @@ private:
     ngx_event_t flush_event_{};    // writes what this event-loop turn queued, in one send()
     bool closing_ = false;    // worker exit: accept nothing more
     bool replied_ = false;    // this connection has had a reply
-    bool handshake_queued_ = false;  // AUTH/SELECT/INFO wait at the pipeline's front, nothing sent yet
     int dispatching_ = 0;     // inside reply handlers or command(): defer failures
     const char* deferred_failure_ = nullptr;
 };
