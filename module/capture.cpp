@@ -1,6 +1,11 @@
 // capture.cpp — records the response of a request that holds a claim, as it
 // streams to the client, and hands it to the claim when the last byte has
-// passed. The header filter decides what becomes of the response
+// passed. Its filters sit right below nginx's postpone filter (see config):
+// what they record is what the client gets, after every filter that changes
+// a response (SSI and the subrequests it includes, sub_filter, addition,
+// charset, add_header, expires) and before gzip, ranges and the framing; a
+// replay enters the chain at the same point (replay.cpp), so those filters
+// run once per key, on the original. The header filter decides what becomes of the response
 // (disposition.hpp, from upstream_attempts.hpp's facts); the body filter
 // appends the bytes into the record buffer in place, read from a temporary
 // file where nginx parked them. When the client goes away first the
@@ -21,8 +26,12 @@
 namespace idem {
 namespace {
 
+// below the lower point
 ngx_http_output_header_filter_pt next_header_filter;
 ngx_http_output_body_filter_pt next_body_filter;
+// below the upper point
+ngx_http_output_header_filter_pt upper_next_header_filter;
+ngx_http_output_body_filter_pt upper_next_body_filter;
 
 constexpr size_t initial_body_capacity = 16 * 1024;
 
@@ -76,8 +85,31 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
         }
     }
 
+    if (out.last_modified == nullptr && out.last_modified_time != -1) {
+        // a file's date (static, X-Accel-Redirect): nginx writes the header
+        // from the time alone
+        auto* date = static_cast<u_char*>(ngx_pnalloc(r->pool, sizeof("Mon, 28 Sep 1970 06:00:00 GMT") - 1));
+        if (date == nullptr) {
+            return false;
+        }
+        size_t len = static_cast<size_t>(ngx_http_time(date, out.last_modified_time) - date);
+        if (!push_header(ctx, "Last-Modified", {reinterpret_cast<char*>(date), len})) {
+            return false;
+        }
+    }
+
+    // the headers the response had at the upper point, as the filters in
+    // between left them (expires rewrites them, gunzip drops
+    // Content-Encoding with the encoding); those the filters added
+    // (add_header, expires, userid) are added again to every replay, but for
+    // a Content-Encoding, which says what the recorded body is
     bool ok = true;
+    ngx_uint_t index = 0;
     for_each_header(out.headers, [&](ngx_table_elt_t& h) {
+        bool added = index++ >= ctx->upper_headers;
+        if (added && &h != out.content_encoding) {
+            return true;
+        }
         if (h.hash != 0 && !is_fresh_per_response(h.key)) {
             ok = push_header(ctx, view(h.key), view(h.value));
         }
@@ -253,19 +285,26 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
     return false;
 }
 
+std::uint8_t body_flags(const ngx_http_request_t* r) noexcept
+{
+    return static_cast<std::uint8_t>(r->filter_need_in_memory | r->main_filter_need_in_memory << 1
+                                     | r->preserve_body << 2);
+}
+
 ngx_int_t header_filter(ngx_http_request_t* r)
 {
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
-    if (ctx == nullptr || !ctx->capturing || ctx->response_status != 0) {
+    if (ctx == nullptr || !ctx->capturing || ctx->response_status == 0 || ctx->headers.elts != nullptr) {
         return next_header_filter(r);
     }
 
-    ctx->response_status = r->headers_out.status;
-    if (!keep_response(r, ctx)) {
-        stop_capture(r, ctx);
-        return next_header_filter(r);
-    }
-
+    ctx->response_status = r->headers_out.status;  // as the client gets it
+    // No filter in between took the body in hand (SSI, sub_filter, addition,
+    // gunzip, charset, xslt, image_filter and compressors all ask for it in
+    // memory or keep the request body for their subrequests): the body is
+    // recorded at the upper point, as it comes, where a client that stops
+    // reading cannot hold any of it back in the copy filter.
+    ctx->capture_point = body_flags(r) == ctx->upper_body_flags ? CapturePoint::upper : CapturePoint::lower;
     if (!collect_headers(r, ctx)) {
         stop_capture(r, ctx);
         claim_unreplayable(ctx, "out of memory");
@@ -293,6 +332,10 @@ ngx_int_t header_filter(ngx_http_request_t* r)
         return next_header_filter(r);
     }
     ctx->capacity = capacity;
+    // The range filter cuts the body above this point but decides below it,
+    // so a ranged response could not be recorded whole: a kept response is
+    // sent whole, as are its replays (Range is defined for GET alone).
+    r->allow_ranges = 0;
 
     ngx_int_t rc = next_header_filter(r);
     if (rc == NGX_ERROR && r->connection->error) {
@@ -305,13 +348,10 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     return rc;
 }
 
-ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
+// Records `in` and passes it to `next` — or swallows it once the client is
+// gone. At whichever point the body is recorded (capture_point).
+ngx_int_t record_body(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* in, ngx_http_output_body_filter_pt next)
 {
-    RequestCtx* ctx = r == r->main ? static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module)) : nullptr;
-    if (ctx == nullptr || !(ctx->capturing || ctx->detached) || ctx->response_status == 0) {
-        return next_body_filter(r, in);
-    }
-
     if (ctx->capturing) {
         guard_client_timeout(ctx);
     }
@@ -322,7 +362,7 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
         if (ctx->capturing) {
             append(r, ctx, b);
         }
-        if (b->last_buf || (b->last_in_chain && r != r->main)) {
+        if (b->last_buf) {
             last = true;
         }
     }
@@ -334,7 +374,7 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
         consume(in);
         return NGX_OK;
     }
-    ngx_int_t rc = next_body_filter(r, in);
+    ngx_int_t rc = next(r, in);
     if (rc == NGX_ERROR && r->connection->error && ctx->capturing) {
         consume(in);
         detach(r, ctx);
@@ -343,13 +383,89 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
     return rc;
 }
 
+RequestCtx* recording_ctx(ngx_http_request_t* r)
+{
+    if (r != r->main) {
+        return nullptr;
+    }
+    auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
+    if (ctx == nullptr || !(ctx->capturing || ctx->detached) || ctx->response_status == 0) {
+        return nullptr;
+    }
+    return ctx;
+}
+
+ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
+{
+    RequestCtx* ctx = recording_ctx(r);
+    if (ctx == nullptr || ctx->capture_point != CapturePoint::lower) {
+        return next_body_filter(r, in);
+    }
+    return record_body(r, ctx, in, next_body_filter);
+}
+
+ngx_uint_t count_headers(ngx_list_t& list)
+{
+    ngx_uint_t n = 0;
+    for (ngx_list_part_t* part = &list.part; part != nullptr; part = part->next) {
+        n += part->nelts;
+    }
+    return n;
+}
+
+// What becomes of the response is decided here, before add_header and the
+// other header filters, so that they see it in $idempotency_status.
+ngx_int_t upper_header_filter(ngx_http_request_t* r)
+{
+    RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
+    if (ctx != nullptr && ctx->capturing && ctx->response_status == 0) {
+        ctx->response_status = r->headers_out.status;
+        if (keep_response(r, ctx)) {
+            ctx->upper_headers = count_headers(r->headers_out.headers);
+            ctx->upper_body_flags = body_flags(r);
+        } else {
+            stop_capture(r, ctx);
+        }
+    }
+    return upper_next_header_filter(r);
+}
+
+bool is_replay(ngx_http_request_t* r)
+{
+    auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
+    return ctx != nullptr && ctx->stored != nullptr
+           && (ctx->outcome == Outcome::replayed || ctx->outcome == Outcome::waited);
+}
+
+ngx_int_t upper_body_filter(ngx_http_request_t* r, ngx_chain_t* in)
+{
+    if (r == r->main && is_replay(r)) {
+        return next_body_filter(r, in);
+    }
+    RequestCtx* ctx = recording_ctx(r);
+    if (ctx == nullptr) {
+        return upper_next_body_filter(r, in);
+    }
+    if (ctx->capture_point == CapturePoint::undecided) {
+        // a filter in between holds the header back (image_filter, xslt):
+        // it will change the body
+        ctx->capture_point = CapturePoint::lower;
+    }
+    if (ctx->capture_point != CapturePoint::upper) {
+        return upper_next_body_filter(r, in);
+    }
+    return record_body(r, ctx, in, upper_next_body_filter);
+}
+
 }  // namespace
 
 void capture_begin(RequestCtx* ctx) noexcept
 {
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: forwarding the request for \"%V\" with its claim held", &ctx->redis_key);
-    ctx->capturing = true;
+    // without memory for the cleanup the response is not captured: the
+    // claim ends unreplayable (capture_settle)
+    ctx->capturing = drain_when_terminated(ctx);
     claim_hold(ctx);
     protect_content_handler(ctx);
 }
@@ -372,6 +488,15 @@ void capture_settle(RequestCtx* ctx) noexcept
     } else {
         claim_unreplayable(ctx, verdict.why);
     }
+}
+
+ngx_int_t capture_upper_init(ngx_conf_t*)
+{
+    upper_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = upper_header_filter;
+    upper_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = upper_body_filter;
+    return NGX_OK;
 }
 
 ngx_int_t capture_init(ngx_conf_t*)

@@ -65,7 +65,39 @@ void client_timeout_guard(ngx_http_request_t* r)
     }
 }
 
+// The request ends for its client (send_timeout in nginx's writer once the
+// upstream was done, a write error, a reset): whatever the filters above the
+// capture still hold — the copy filter reads a temporary file only as fast
+// as the client takes it — is handed down now, captured and swallowed, so
+// that the response is stored whole.
+void drain_for_capture(void* data)
+{
+    auto* ctx = static_cast<RequestCtx*>(data);
+    if (!ctx->capturing || ctx->response_status == 0) {
+        return;
+    }
+    ngx_http_request_t* r = ctx->request;
+    if (!ctx->detached) {
+        detach(r, ctx);
+    }
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "idempotency: the request ends before its client got the response to \"%V\": capturing the rest",
+                   &ctx->redis_key);
+    ngx_http_output_filter(r, nullptr);
+}
+
 }  // namespace
+
+bool drain_when_terminated(RequestCtx* ctx) noexcept
+{
+    ngx_http_cleanup_t* cln = ngx_http_cleanup_add(ctx->request, 0);
+    if (cln == nullptr) {
+        return false;
+    }
+    cln->handler = drain_for_capture;
+    cln->data = ctx;
+    return true;
+}
 
 // The client is gone: consume what the filters below us still hold so that
 // nginx keeps reading the upstream, and from now on swallow the bytes after

@@ -15,6 +15,11 @@ void protect_content_handler(RequestCtx* ctx) noexcept;
 // timeout detaches the client instead of ending the exchange.
 void guard_client_timeout(RequestCtx* ctx) noexcept;
 
+// When nginx terminates the request (its client timed out or failed after
+// the upstream was done), what the filters above the capture still hold is
+// captured before the request goes. False when out of memory.
+bool drain_when_terminated(RequestCtx* ctx) noexcept;
+
 // The client is gone: what the filters below hold is dropped, and from now
 // on the body filter swallows the bytes after capturing them.
 void detach(ngx_http_request_t* r, RequestCtx* ctx);

@@ -1,6 +1,8 @@
 // module.cpp — ngx_http_idempotency_module: the directive table, the
 // configuration's create and merge, $idempotency_status, and the wiring of
-// the pre-content handler, the capture filters and the per-worker Redis clients.
+// the pre-content handler, the replay's and the capture's filters (two filter
+// modules, placed apart in nginx's filter chain: see config) and the
+// per-worker Redis clients.
 // The request logic lives in access.cpp, capture.cpp and replay.cpp.
 
 #include "access.hpp"
@@ -310,7 +312,7 @@ ngx_int_t postconfiguration(ngx_conf_t* cf)
     if (metrics_zone_add(cf) != NGX_OK) {
         return NGX_ERROR;
     }
-    return capture_init(cf);
+    return capture_upper_init(cf);
 }
 
 ngx_int_t init_process(ngx_cycle_t* cycle)
@@ -339,11 +341,39 @@ ngx_http_module_t module_ctx = {
     merge_loc_conf,     // merge location configuration
 };
 
+// The second filter module of the .so: the capture's filters, placed right
+// below nginx's postpone filter (config); no directives of its own.
+ngx_http_module_t capture_module_ctx = {
+    nullptr,       // preconfiguration
+    capture_init,  // postconfiguration
+    nullptr,       // create main configuration
+    nullptr,       // init main configuration
+    nullptr,       // create server configuration
+    nullptr,       // merge server configuration
+    nullptr,       // create location configuration
+    nullptr,       // merge location configuration
+};
+
 }  // namespace
 
 }  // namespace idem
 
 extern "C" {
+
+ngx_module_t ngx_http_idempotency_capture_module = {
+    NGX_MODULE_V1,
+    &idem::capture_module_ctx,  // module context
+    nullptr,                    // module directives
+    NGX_HTTP_MODULE,            // module type
+    nullptr,                    // init master
+    nullptr,                    // init module
+    nullptr,                    // init process
+    nullptr,                    // init thread
+    nullptr,                    // exit thread
+    nullptr,                    // exit process
+    nullptr,                    // exit master
+    NGX_MODULE_V1_PADDING,
+};
 
 __attribute__((visibility("default"))) ngx_module_t ngx_http_idempotency_module = {
     NGX_MODULE_V1,

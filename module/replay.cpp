@@ -2,6 +2,12 @@
 // order (repeated ones kept), its body byte for byte, and
 // `Idempotent-Replayed: true`. Date, Server and the hop-by-hop headers are
 // nginx's own, fresh. The upstream is not contacted.
+//
+// The record's body is the bytes the client got, its headers those the
+// response had before the header filters (capture.cpp). The replay's header
+// passes every header filter, as the original's did (add_header, expires,
+// $idempotency_status fresh); its body goes straight below the capture's
+// point, so that SSI, addition and sub_filter do not run again.
 
 #include "replay.hpp"
 #include "send.hpp"
@@ -126,11 +132,21 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    // As nginx treated the original: ranges served from it or not, and the
+    // As nginx treated the original: sent whole (the capture sends a kept
+    // response whole; the range flags of older records are not followed),
+    // never made a 304 or 412 (the original was executed), and the
     // upstream's trailers after the body.
-    r->allow_ranges = (record.flags & allow_ranges) != 0;
-    r->single_range = (record.flags & single_range) != 0;
+    r->allow_ranges = 0;
+    r->disable_not_modified = 1;
     r->expect_trailers = (record.flags & expect_trailers) != 0;
+#if (NGX_HTTP_GZIP)
+    if (r->headers_out.content_encoding != nullptr) {
+        // the body is stored encoded, as the client got it: gunzip, whose
+        // body filter a replay does not pass, must leave it so
+        r->gzip_tested = 1;
+        r->gzip_ok = 1;
+    }
+#endif
     HeaderReader trailers = HeaderReader::trailers(record);
     while (trailers.next(h)) {
         if (push_header(r->headers_out.trailers, h.name, h.value) == nullptr) {

@@ -12,6 +12,10 @@ namespace idem {
 
 struct WaitGroup;
 
+// Where a claimed request's body is recorded (capture.cpp): at the upper
+// filter point when no filter in between changes it, else at the lower.
+enum class CapturePoint : std::uint8_t { undecided, upper, lower };
+
 // Everything the module knows about one main request.
 struct RequestCtx {
     ngx_http_request_t* request;
@@ -49,6 +53,9 @@ struct RequestCtx {
     bool detached;         // the client is gone; the response is drained for storing
     bool oversize;         // over idempotency_max_response_size: stored as unreplayable
     ngx_uint_t response_status;
+    ngx_uint_t upper_headers;  // response headers in the list at the upper filter point
+    std::uint8_t upper_body_flags;  // what the filters had asked of the body there
+    CapturePoint capture_point;
     ngx_array_t headers;   // of Header
     char* record;
     size_t head_size;

@@ -17,6 +17,7 @@
 # Environment set for the nginx configs:
 #   TEST_NGINX_REDIS_PORT     the test Redis port (127.0.0.1)
 #   TEST_NGINX_UPSTREAM_PORT  the upstream.pl port (127.0.0.1)
+#   TEST_NGINX_SERVER_PORT    nginx's port: a free port, unless already set
 #   TEST_NGINX_MODULE         <repo>/build/ngx_http_idempotency_module.so,
 #                             unless already set
 #   TEST_NGINX_REPO           the repository root
@@ -186,6 +187,9 @@ sub start {
 
     $ENV{TEST_NGINX_REPO}   = $REPO;
     $ENV{TEST_NGINX_MODULE} //= "$REPO/build/ngx_http_idempotency_module.so";
+    # nginx's own port: a free one, so that two runs of the suite (two
+    # checkouts, CI beside a developer) never meet on Test::Nginx's 1984
+    $ENV{TEST_NGINX_SERVER_PORT} //= free_port();
 
     install_signal_handlers();
     start_watchdog();
