@@ -168,18 +168,23 @@ KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, 
     return found;
 }
 
+// The store key: the virtual server and the caller's scope, then the key.
 bool derive_key(ngx_http_request_t* r, RequestCtx* ctx, std::string_view key)
 {
     ngx_str_t scope = ngx_null_string;
     if (ctx->conf->scope != nullptr && ngx_http_complex_value(r, ctx->conf->scope, &scope) != NGX_OK) {
         return false;
     }
+    const ngx_str_t& space = ctx->conf->key_space;
+    auto* spaced = static_cast<u_char*>(ngx_pnalloc(r->pool, space.len + scope.len));
     const ngx_str_t& prefix = ctx->conf->key_prefix;
     ctx->redis_key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, prefix.len + key_hash_hex_length));
-    if (ctx->redis_key.data == nullptr) {
+    if (spaced == nullptr || ctx->redis_key.data == nullptr) {
         return false;
     }
-    ctx->redis_key.len = derive_redis_key(view(prefix), view(scope), key, reinterpret_cast<char*>(ctx->redis_key.data));
+    ngx_memcpy(ngx_cpymem(spaced, space.data, space.len), scope.data, scope.len);
+    ctx->redis_key.len = derive_redis_key(view(prefix), {reinterpret_cast<char*>(spaced), space.len + scope.len}, key,
+                                          reinterpret_cast<char*>(ctx->redis_key.data));
     return ctx->redis_key.len != 0;
 }
 

@@ -74,6 +74,7 @@ struct LocConf {
     ngx_msec_t lock_ttl;
     ngx_msec_t wait;
     ngx_http_complex_value_t* scope;
+    ngx_str_t key_space;                  // the virtual server, length-prefixed: "N:" + its identity (module.cpp)
     ngx_str_t key_prefix;
     size_t max_response_size;
     ngx_flag_t store_errors;

@@ -164,6 +164,63 @@ char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t*, void* conf)
 
 // ---------------------------------------------------------- configuration
 
+// What names the virtual server in every store key: its first server_name,
+// or, when it has none, its first listen address. Two server blocks with the
+// same first name (a site's http and https blocks) share one key space.
+ngx_str_t server_identity(ngx_conf_t* cf)
+{
+    auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module));
+    if (cscf->server_name.len != 0) {
+        return cscf->server_name;
+    }
+    auto* cmcf = static_cast<ngx_http_core_main_conf_t*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module));
+    if (cmcf->ports != nullptr) {
+        auto* ports = static_cast<ngx_http_conf_port_t*>(cmcf->ports->elts);
+        for (ngx_uint_t p = 0; p < cmcf->ports->nelts; p++) {
+            auto* addrs = static_cast<ngx_http_conf_addr_t*>(ports[p].addrs.elts);
+            for (ngx_uint_t a = 0; a < ports[p].addrs.nelts; a++) {
+                auto* servers = static_cast<ngx_http_core_srv_conf_t**>(addrs[a].servers.elts);
+                for (ngx_uint_t s = 0; s < addrs[a].servers.nelts; s++) {
+                    if (servers[s] == cscf) {
+                        return addrs[a].opt.addr_text;
+                    }
+                }
+            }
+        }
+    }
+    return ngx_null_string;
+}
+
+// "N:" + the identity: composed with the scope, the space cannot be confused
+// with part of it.
+bool set_key_space(ngx_conf_t* cf, LocConf* conf)
+{
+    ngx_str_t identity = server_identity(cf);
+    conf->key_space.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, NGX_SIZE_T_LEN + 1 + identity.len));
+    if (conf->key_space.data == nullptr) {
+        return false;
+    }
+    conf->key_space.len = static_cast<size_t>(ngx_sprintf(conf->key_space.data, "%uz:%V", identity.len, &identity)
+                                              - conf->key_space.data);
+    return true;
+}
+
+// `idempotency on` with no idempotency_scope anywhere above: callers of the
+// virtual server share its key space. Said once per location.
+void warn_without_scope(ngx_conf_t* cf, const LocConf* conf)
+{
+    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module));
+    if (!conf->enable || conf->scope != nullptr || clcf->name.len == 0 || clcf->noname) {
+        return;
+    }
+    ngx_log_error(NGX_LOG_WARN, cf->log, 0,
+                  "\"idempotency on\" in location \"%V\" without \"idempotency_scope\": every caller of this server "
+                  "shares one key space, so a caller who sends another's key gets that caller's response, Set-Cookie included; set "
+                  "\"idempotency_scope\" to a stable caller identity ($remote_user, $ssl_client_s_dn, a variable "
+                  "set by auth_request_set), or to \"\" to share the space on purpose",
+                  &clcf->name);
+}
+
 void* create_main_conf(ngx_conf_t* cf)
 {
     auto* mcf = static_cast<MainConf*>(ngx_pcalloc(cf->pool, sizeof(MainConf)));
@@ -226,6 +283,10 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_msec_value(conf->lock_ttl, prev->lock_ttl, 30 * 1000);
     ngx_conf_merge_msec_value(conf->wait, prev->wait, 0);
     ngx_conf_merge_ptr_value(conf->scope, prev->scope, nullptr);
+    if (!set_key_space(cf, conf)) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    warn_without_scope(cf, conf);
     ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
     ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);

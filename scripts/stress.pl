@@ -1205,7 +1205,11 @@ sub scenario1 {
         my $failures = metrics_value($ng->{port}, 'idempotency_redis_tls_failures_total') // -1;
         fail($sc, "idempotency_redis_tls_failures_total is $failures, expected 0") if $failures != 0;
         require Digest::SHA;
-        my $record = eval { redis_command_at($TLS_REDIS_PORT, 'GET', 'idem:' . Digest::SHA::sha256_hex("0:$key")) };
+        # the store key: the virtual server (unnamed here: its listen address), then the key
+        my $spaced = length("127.0.0.1:$ng->{port}") . ":127.0.0.1:$ng->{port}";
+        my $record = eval {
+            redis_command_at($TLS_REDIS_PORT, 'GET', 'idem:' . Digest::SHA::sha256_hex(length($spaced) . ":$spaced$key"))
+        };
         fail($sc, "the Redis reached over TLS holds no response for the key")
             unless defined $record && length $record > 4 && ord(substr($record, 4, 1)) == 2;
     }

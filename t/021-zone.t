@@ -108,6 +108,7 @@ idempotency_zone zone=idem:10m;
 location / {
     idempotency on;
     idempotency_store zone=idem;
+    idempotency_scope "";
     add_header X-Idempotency-Status $idempotency_status always;
     proxy_pass http://backend;
 }

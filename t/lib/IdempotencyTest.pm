@@ -37,9 +37,12 @@
 #   stop_redis([$signal])     stops Redis (default TERM; e.g. 'KILL'), waits
 #   start_redis()             (re)starts Redis on the same port, waits for PING
 #   start()                   see above
-#   redis_key($key, [$scope], [$prefix])
+#   redis_key($key, [$scope], [$prefix], [$server])
 #                             the Redis key the module derives for a client
-#                             key (default scope "", prefix "idem:")
+#                             key (default scope "", prefix "idem:", and the
+#                             virtual server "localhost", Test::Nginx's
+#                             server_name; a server block without a name is
+#                             named by its first listen address)
 #   stored_kind($redis_key)   what the module keeps there: undef, 'claim',
 #                             'response', 'unreplayable' or 'foreign'
 #   send_request($raw)        writes a raw HTTP request to the nginx under
@@ -782,11 +785,13 @@ END { cleanup() }
 # ---------------------------------------------------------------- nginx side
 
 sub redis_key {
-    my ($key, $scope, $prefix) = @_;
+    my ($key, $scope, $prefix, $server) = @_;
     $scope  = '' unless defined $scope;
     $prefix = 'idem:' unless defined $prefix;
+    $server = 'localhost' unless defined $server;
     require Digest::SHA;
-    return $prefix . Digest::SHA::sha256_hex(length($scope) . ':' . $scope . $key);
+    my $spaced = length($server) . ':' . $server . $scope;
+    return $prefix . Digest::SHA::sha256_hex(length($spaced) . ':' . $spaced . $key);
 }
 
 sub stored_kind {
