@@ -5,7 +5,9 @@
 // the very same bytes (the format has one encoding per record). A record is
 // never a proper prefix of another, so the bytes less their last one never
 // decode. And the other way: records of each kind encoded from fields taken
-// from the input decode back to those fields.
+// from the input decode back to those fields, unless the response is one
+// that must not be sent again (a status outside 100-599, a header name that
+// is not a token, a value with CR, LF or NUL), which is refused.
 //
 //   make fuzz                 (all targets; see the Makefile)
 //   build/fuzz/fuzz_record -max_len=4096 build/fuzz/corpus/fuzz_record
@@ -32,6 +34,42 @@ bool inside(std::string_view part, std::string_view whole)
     }
     return part.data() >= whole.data()
            && part.data() + part.size() <= whole.data() + whole.size();
+}
+
+// Which responses may be sent again, said independently of record.cpp: a
+// status of 100-599, header names that are RFC 9110 tokens, values without
+// CR, LF or NUL.
+bool sendable_entry(const Header& h)
+{
+    if (h.name.empty()) {
+        return false;
+    }
+    static const std::string_view tchar_symbols = "!#$%&'*+-.^_`|~";
+    for (char c : h.name) {
+        const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (!alnum && tchar_symbols.find(c) == std::string_view::npos) {
+            return false;
+        }
+    }
+    return h.value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+bool sendable(std::uint16_t status, const std::vector<Header>& headers, const std::vector<Header>& trailers = {})
+{
+    if (status < 100 || status > 599) {
+        return false;
+    }
+    for (const Header& h : headers) {
+        if (!sendable_entry(h)) {
+            return false;
+        }
+    }
+    for (const Header& h : trailers) {
+        if (!sendable_entry(h)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 // Touches every byte of a view, so that ASan checks each read.
@@ -67,6 +105,8 @@ void check_round_trip(std::string_view bytes, const Record& record)
         while (trailer_reader.next(h)) {
             trailers.push_back(h);
         }
+        // decode_record hands out no response that must not be sent again
+        FUZZ_CHECK(sendable(record.status, headers, trailers));
         const idem::ResponseExtras extras{record.flags, trailers.data(), trailers.size()};
         // a version 2 record always has extras, a version 1 record none
         FUZZ_CHECK(extras.any() == (static_cast<std::uint8_t>(bytes[3]) == idem::record_version_extras));
@@ -189,18 +229,27 @@ void check_encode(std::string_view bytes)
         headers.push_back(h);
     }
     const std::string_view body = rest;
+    // half the inputs with a status a response may have, so that the checks
+    // below run on more than the refusal
+    const std::uint16_t response_status = bytes.size() % 2 == 0 ? static_cast<std::uint16_t>(100 + status % 500) : status;
     const std::size_t size = idem::response_size(headers.data(), headers.size(), body.size());
     FUZZ_CHECK(size != 0);
     std::vector<char> response(size);
-    char* at = idem::encode_response_head(response.data(), fp, status, headers.data(),
+    char* at = idem::encode_response_head(response.data(), fp, response_status, headers.data(),
                                           headers.size(), body.size());
     FUZZ_CHECK(at != nullptr && at + body.size() == response.data() + size);
     if (!body.empty()) {
         std::memcpy(at, body.data(), body.size());
     }
-    r = idem::decode_record(std::string_view(response.data(), response.size()));
-    FUZZ_CHECK(r && r->kind == RecordKind::response && r->fingerprint == fp
-               && r->status == status && r->header_count == headers.size() && r->body == body);
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
+    r = idem::decode_record(std::string_view(response.data(), response.size()), &flaw);
+    FUZZ_CHECK(r.has_value() == sendable(response_status, headers));
+    FUZZ_CHECK(r.has_value() == (flaw == idem::RecordFlaw::none));
+    if (!r) {
+        return;
+    }
+    FUZZ_CHECK(r->kind == RecordKind::response && r->fingerprint == fp
+               && r->status == response_status && r->header_count == headers.size() && r->body == body);
     idem::HeaderReader reader(*r);
     Header h;
     for (const Header& expected : headers) {

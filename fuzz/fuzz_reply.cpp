@@ -49,8 +49,12 @@ Outcome expected_outcome(const redisReply* reply)
     if (reply->type != REDIS_REPLY_STRING) {
         return Outcome::unavailable;
     }
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
     const std::optional<Record> stored =
-        idem::decode_record(std::string_view(reply->str, reply->len));
+        idem::decode_record(std::string_view(reply->str, reply->len), &flaw);
+    if (flaw != idem::RecordFlaw::none) {
+        return Outcome::unverifiable;  // a response that must not be sent again
+    }
     if (!stored) {
         return Outcome::unavailable;
     }
@@ -119,7 +123,9 @@ void check_reply(const redisReply* reply)
     case idem::redis::ClaimReply::found: d = idem::decide_stored(found, fuzz::fixed_digest(), record, why); break;
     }
     FUZZ_CHECK(d == expected_outcome(reply));
-    FUZZ_CHECK((why == idem::Unusable::not_a_record) == (reply->type == REDIS_REPLY_STRING && !idem::decode_record(found)));
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
+    const bool refused = reply->type == REDIS_REPLY_STRING && !idem::decode_record(found, &flaw);
+    FUZZ_CHECK((why == idem::Unusable::not_a_record) == (refused && flaw == idem::RecordFlaw::none));
     if (d != Outcome::replayed) {
         return;
     }

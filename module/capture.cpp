@@ -266,7 +266,8 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
     facts.status = static_cast<unsigned>(ctx->response_status);
     facts.from_upstream = upstream_answers(r);
     facts.store_errors = ctx->conf->store_errors;
-    facts.upstream = upstream_facts(r, facts.from_upstream ? r->upstream->state : nullptr);
+    facts.release = *ctx->conf->release_statuses;
+    facts.upstream = upstream_facts(r, facts.from_upstream ? r->upstream->state : nullptr, facts.release);
     Verdict verdict = judge_response(facts);
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: response %ui for \"%V\", from upstream: %d, upstream reached: %d, disposition %d",

@@ -2,6 +2,7 @@
 // nginx-facing files. Defaults live in module.cpp's merge.
 #pragma once
 
+#include "disposition.hpp"
 #include "fingerprint.hpp"
 #include "seal.hpp"
 #include "ngx.hpp"
@@ -78,6 +79,7 @@ struct LocConf {
     ngx_str_t key_prefix;
     size_t max_response_size;
     ngx_flag_t store_errors;
+    const ReleaseStatuses* release_statuses;  // idempotency_release_statuses
     ngx_flag_t fail_open;
     ngx_array_t* seal_keys;               // idempotency_encrypt_key: of SecretKey, sealing key first
 };

@@ -6,7 +6,14 @@ namespace idem {
 Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record& record, Unusable& why) noexcept
 {
     why = Unusable::no;
-    const std::optional<Record> stored = decode_record(value);
+    RecordFlaw flaw = RecordFlaw::none;
+    const std::optional<Record> stored = decode_record(value, &flaw);
+    switch (flaw) {
+    case RecordFlaw::none: break;
+    case RecordFlaw::status: why = Unusable::bad_status; return Outcome::unverifiable;
+    case RecordFlaw::header_name: why = Unusable::bad_header_name; return Outcome::unverifiable;
+    case RecordFlaw::header_value: why = Unusable::bad_header_value; return Outcome::unverifiable;
+    }
     if (!stored) {
         why = Unusable::not_a_record;
         return Outcome::unavailable;
@@ -38,6 +45,9 @@ const char* unusable_reason(Unusable why) noexcept
     case Unusable::no_keys: return "it is encrypted and no idempotency_encrypt_key is configured";
     case Unusable::unknown_key: return "sealed with a key that is not configured";
     case Unusable::altered: return "altered, or moved from another key";
+    case Unusable::bad_status: return "its response has a status outside 100-599, and is never replayed";
+    case Unusable::bad_header_name: return "its response has a header name that is not an HTTP token, and is never replayed";
+    case Unusable::bad_header_value: return "its response has a header value with CR, LF or NUL, and is never replayed";
     }
     return "";
 }

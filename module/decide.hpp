@@ -11,12 +11,14 @@
 namespace idem {
 
 // Why a value found under a key cannot be used.
-enum class Unusable { no, not_a_record, plain, no_keys, unknown_key, altered };
+enum class Unusable { no, not_a_record, plain, no_keys, unknown_key, altered, bad_status, bad_header_name, bad_header_value };
 const char* unusable_reason(Unusable why) noexcept;
 
 // `value` is what the key holds: replayed (then `record` is the stored
 // response, its views into `value`), conflict (the original is in flight),
-// mismatch, unreplayable, or unavailable when it is not a record of ours.
+// mismatch, unreplayable, or unavailable when it is not a record of ours;
+// unverifiable when it is a response that must not be sent again (a status
+// or header no response of ours has: written to Redis by someone else).
 Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record& record, Unusable& why) noexcept;
 
 // The same with encryption at rest: with `keys`, every record but a plain

@@ -6,24 +6,70 @@
 // nginx's record of the upstream attempts.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
+#include <string_view>
+
 namespace idem {
+
+// The 4xx statuses that say the request was not executed
+// (idempotency_release_statuses: 429, 408, ...): such an answer is not
+// stored, like a 5xx. Only 400-499: 5xx are idempotency_store_errors'.
+class ReleaseStatuses {
+public:
+    static constexpr unsigned first = 400;
+    static constexpr unsigned last = 499;
+
+    constexpr ReleaseStatuses() noexcept = default;
+    static constexpr ReleaseStatuses of(std::initializer_list<unsigned> statuses) noexcept
+    {
+        ReleaseStatuses set;
+        for (unsigned s : statuses) {
+            set.add(s);
+        }
+        return set;
+    }
+    // False, nothing added, outside first..last.
+    constexpr bool add(unsigned status) noexcept
+    {
+        if (status < first || status > last) {
+            return false;
+        }
+        bits_[(status - first) / 64] |= std::uint64_t{1} << ((status - first) % 64);
+        return true;
+    }
+    constexpr bool contains(unsigned status) const noexcept
+    {
+        return status >= first && status <= last && (bits_[(status - first) / 64] >> ((status - first) % 64) & 1) != 0;
+    }
+
+private:
+    std::uint64_t bits_[2] = {0, 0};
+};
+
+// A directive argument naming a status the set may hold: three digits,
+// 400-499; 0 for anything else.
+unsigned parse_release_status(std::string_view arg) noexcept;
 
 // What the request's upstream attempts tell: every peer nginx tried
 // (proxy_next_upstream), in every location the request passed through
 // (error_page, X-Accel-Redirect). `silent`, `answered` and `failed` leave
-// out the attempt whose answer is the response itself.
+// out the attempt whose answer is the response itself; an answer counts as
+// `declined` for a status of idempotency_release_statuses.
 struct UpstreamFacts {
     bool attempted = false;  // some upstream peer was tried
     bool reached = false;    // some attempt may have delivered the request
     bool silent = false;     // an attempt that may have delivered it got no answer
     bool answered = false;   // an upstream answered it below 500
     bool failed = false;     // an upstream answered it with a 5xx
+    bool declined = false;   // an upstream answered that it did not execute it (429, ...)
 };
 
 struct ResponseFacts {
     unsigned status = 0;
     bool from_upstream = false;  // the response is an upstream's own answer
     bool store_errors = false;   // idempotency_store_errors
+    ReleaseStatuses release;     // idempotency_release_statuses
     UpstreamFacts upstream;
 };
 

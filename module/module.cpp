@@ -22,6 +22,7 @@ namespace {
 char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+char* set_release_statuses(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
 using Setter = char* (*)(ngx_conf_t*, ngx_command_t*, void*);
 
@@ -60,6 +61,7 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_key_prefix"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, key_prefix)),
     directive(ngx_string("idempotency_max_response_size"), NGX_CONF_TAKE1, ngx_conf_set_size_slot, offsetof(LocConf, max_response_size)),
     directive(ngx_string("idempotency_store_errors"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, store_errors)),
+    directive(ngx_string("idempotency_release_statuses"), NGX_CONF_1MORE, set_release_statuses),
     directive(ngx_string("idempotency_fail_open"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, fail_open)),
     directive(ngx_string("idempotency_encrypt_key"), NGX_CONF_1MORE, set_encrypt_key),
     {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
@@ -162,6 +164,37 @@ char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t*, void* conf)
     return NGX_CONF_OK;
 }
 
+// idempotency_release_statuses CODE ... | off: the 4xx answers that say the
+// request was not executed, released instead of stored.
+char* set_release_statuses(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* lcf = static_cast<LocConf*>(conf);
+    if (lcf->release_statuses != NGX_CONF_UNSET_PTR) {
+        return const_cast<char*>("is duplicate");
+    }
+    auto* statuses = static_cast<ReleaseStatuses*>(ngx_palloc(cf->pool, sizeof(ReleaseStatuses)));
+    if (statuses == nullptr) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    *statuses = ReleaseStatuses{};
+    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
+    if (cf->args->nelts == 2 && view(args[1]) == "off") {
+        lcf->release_statuses = statuses;
+        return NGX_CONF_OK;
+    }
+    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
+        if (!statuses->add(parse_release_status(view(args[i])))) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid status \"%V\" in \"idempotency_release_statuses\": it takes statuses from 400 "
+                               "to 499, or \"off\" alone (a 5xx is never stored unless idempotency_store_errors is on)",
+                               &args[i]);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+    }
+    lcf->release_statuses = statuses;
+    return NGX_CONF_OK;
+}
+
 // ---------------------------------------------------------- configuration
 
 // What names the virtual server in every store key: its first server_name,
@@ -251,6 +284,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->seal_keys = static_cast<ngx_array_t*>(NGX_CONF_UNSET_PTR);
     conf->max_response_size = NGX_CONF_UNSET_SIZE;
     conf->store_errors = NGX_CONF_UNSET;
+    conf->release_statuses = static_cast<const ReleaseStatuses*>(NGX_CONF_UNSET_PTR);
     conf->fail_open = NGX_CONF_UNSET;
     return conf;
 }
@@ -290,6 +324,8 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
     ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);
+    static constexpr ReleaseStatuses not_executed = ReleaseStatuses::of({401, 403, 408, 425, 429});
+    ngx_conf_merge_ptr_value(conf->release_statuses, prev->release_statuses, &not_executed);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
     ngx_conf_merge_ptr_value(conf->seal_keys, prev->seal_keys, nullptr);
 

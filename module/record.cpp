@@ -1,6 +1,7 @@
 // record.cpp — encoding and strict decoding of the records kept under an
 // idempotency key (layout in record.hpp). Decoding trusts nothing: every
-// length is checked against the bytes actually there.
+// length is checked against the bytes actually there, and a response is
+// checked to be one that can be sent again.
 #include "record.hpp"
 
 #include <cstring>
@@ -106,6 +107,56 @@ bool read_entries(Cursor& cursor, std::uint16_t count, std::string_view& out) no
     return true;
 }
 
+// RFC 9110's tchar.
+bool is_token_char(unsigned char c) noexcept
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+           || (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
+}
+
+RecordFlaw entry_flaw(const Header& header) noexcept
+{
+    if (header.name.empty()) {
+        return RecordFlaw::header_name;
+    }
+    for (char c : header.name) {
+        if (!is_token_char(static_cast<unsigned char>(c))) {
+            return RecordFlaw::header_name;
+        }
+    }
+    for (char c : header.value) {
+        if (c == '\r' || c == '\n' || c == '\0') {
+            return RecordFlaw::header_value;
+        }
+    }
+    return RecordFlaw::none;
+}
+
+// The first flaw of the `count` entries (already walked by read_entries).
+RecordFlaw entries_flaw(std::string_view entries, std::uint16_t count) noexcept
+{
+    Cursor cursor(entries);
+    Header header;
+    for (std::uint16_t i = 0; i < count && read_header(cursor, header); ++i) {
+        RecordFlaw flaw = entry_flaw(header);
+        if (flaw != RecordFlaw::none) {
+            return flaw;
+        }
+    }
+    return RecordFlaw::none;
+}
+
+// What a replay would send, as a response: a status it can be sent with,
+// headers and trailers that are what they say.
+RecordFlaw response_flaw(const Record& record) noexcept
+{
+    if (record.status < 100 || record.status > 599) {
+        return RecordFlaw::status;
+    }
+    RecordFlaw flaw = entries_flaw(record.headers, record.header_count);
+    return flaw != RecordFlaw::none ? flaw : entries_flaw(record.trailers, record.trailer_count);
+}
+
 bool decode_response(Cursor& cursor, Record& record, bool extras) noexcept
 {
     if (!cursor.read(record.status)) {
@@ -157,8 +208,11 @@ char* put_entries(char* out, const Header* entries, std::size_t count) noexcept
 
 }  // namespace
 
-std::optional<Record> decode_record(std::string_view bytes) noexcept
+std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) noexcept
 {
+    if (flaw != nullptr) {
+        *flaw = RecordFlaw::none;
+    }
     Cursor cursor(bytes);
     std::string_view found_magic;
     std::uint8_t version = 0;
@@ -194,6 +248,15 @@ std::optional<Record> decode_record(std::string_view bytes) noexcept
     }
     if (!decoded || !cursor.at_end()) {
         return std::nullopt;
+    }
+    if (record.kind == RecordKind::response) {
+        RecordFlaw found = response_flaw(record);
+        if (found != RecordFlaw::none) {
+            if (flaw != nullptr) {
+                *flaw = found;
+            }
+            return std::nullopt;
+        }
     }
     return record;
 }

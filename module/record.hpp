@@ -14,7 +14,11 @@
 // Version 2 adds the bracketed parts to a response; a response without
 // flags or trailers is written as version 1, which every release reads.
 // Anything else — wrong magic or version, unknown flags, truncated,
-// trailing bytes — is refused by decode_record.
+// trailing bytes — is refused by decode_record. So is a response that must
+// not be sent again as it stands (a Redis anyone can write to must not
+// split responses or smuggle headers through a replay): a status outside
+// 100-599, a header or trailer name that is not an HTTP token, a value
+// holding CR, LF or NUL.
 #pragma once
 
 #include <cstddef>
@@ -75,7 +79,12 @@ struct Record {
     std::string_view trailers;    // response: the encoded trailer entries
 };
 
-std::optional<Record> decode_record(std::string_view bytes) noexcept;
+// Why a response record that is well formed was refused all the same.
+enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value };
+
+// `flaw`, when given, tells a refused response record from bytes that are
+// not a record at all (RecordFlaw::none).
+std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw = nullptr) noexcept;
 
 // `record`, decoded from `from`, as it reads from a copy of those bytes at
 // `to`: every view moved along.

@@ -8,7 +8,8 @@ namespace idem {
 // per peer tried (proxy_next_upstream), kept across internal redirects, with
 // a separator (no peer) between upstreams. `answering` is the attempt whose
 // answer is the response, nullptr when nginx answers.
-UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering) noexcept
+UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering,
+                             const ReleaseStatuses& declining) noexcept
 {
     UpstreamFacts facts;
     if (r->upstream_states == nullptr) {
@@ -36,6 +37,8 @@ UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_stat
             facts.silent = true;
         } else if (s.status >= NGX_HTTP_INTERNAL_SERVER_ERROR) {
             facts.failed = true;
+        } else if (declining.contains(s.status)) {
+            facts.declined = true;  // proxy_next_upstream http_429, or an intercepted 429
         } else {
             facts.answered = true;
         }

@@ -11,7 +11,9 @@ namespace idem {
 
 // `answering` is the attempt whose answer is the response being sent,
 // nullptr when nginx answers (its own error, error_page, X-Accel-Redirect).
-UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering) noexcept;
+// An answer with a status of `declining` counts as declined.
+UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering,
+                             const ReleaseStatuses& declining = {}) noexcept;
 
 // The upstream's own answer is going out.
 bool upstream_answers(ngx_http_request_t* r) noexcept;

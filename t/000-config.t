@@ -99,7 +99,7 @@ location / {
 }
 --- must_die
 --- error_log eval
-qr/\[emerg\] .*"foo=1".*"idempotency_redis"/
+qr/\[emerg\] .*"foo=".*"idempotency_redis"/
 
 
 === TEST 6: an invalid Redis address

@@ -1,6 +1,8 @@
 // redis/redis_conf.cpp — the Redis directives: idempotency_redis,
 // idempotency_redis_cluster and idempotency_redis_sentinel, their addresses
-// and credentials, and one RedisServer per distinct deployment.
+// and credentials, and one RedisServer per distinct deployment. No message
+// quotes what may be a secret: a parameter is named, never its value, and
+// an address is shown without anything before an '@'.
 
 #include "redis_conf.hpp"
 
@@ -10,6 +12,42 @@
 
 namespace idem::redis {
 namespace {
+
+// A parameter as nginx -t may show it: NAME= without its value (a mistyped
+// password=, sentinel_password=, ...), or the whole word when it has no '='.
+ngx_str_t parameter_name(const ngx_str_t& arg)
+{
+    u_char* eq = ngx_strlchr(arg.data, arg.data + arg.len, '=');
+    return eq == nullptr ? arg : ngx_str_t{static_cast<size_t>(eq + 1 - arg.data), arg.data};
+}
+
+// An address as nginx -t may show it: what follows the last '@', so that
+// "user:password@host" never reaches a message; `hidden` says something
+// was left out.
+ngx_str_t shown_address(const ngx_str_t& address, const char*& hidden)
+{
+    hidden = "";
+    for (size_t i = address.len; i-- > 0;) {
+        if (address.data[i] == '@') {
+            hidden = "(credentials not shown)@";
+            return {address.len - i - 1, address.data + i + 1};
+        }
+    }
+    return address;
+}
+
+// An environment variable's name is shown; anything else given to
+// password_env= may be the password itself.
+bool looks_like_variable_name(const ngx_str_t& name)
+{
+    for (size_t i = 0; i < name.len; i++) {
+        u_char c = name.data[i];
+        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9'))) {
+            return false;
+        }
+    }
+    return name.len > 0;
+}
 
 // password_file=PATH: the file's first line (trailing whitespace dropped).
 bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
@@ -66,6 +104,13 @@ bool parse_password(ngx_conf_t* cf, const ngx_str_t& a, std::string_view prefix,
             value = getenv(env_name);
         }
         if (value == nullptr || *value == '\0') {
+            if (!looks_like_variable_name(name)) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%*spassword_env= takes the name of an environment "
+                                   "variable (letters, digits and '_'; the value given is not shown)",
+                                   prefix.size(), prefix.data());
+                error = true;
+                return true;
+            }
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "the environment variable \"%V\" of %*spassword_env= is not set",
                                &name, prefix.size(), prefix.data());
             error = true;
@@ -171,19 +216,22 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         ngx_url_t& url = server.urls[i];
         url.url = args[first + i];
         url.default_port = server.kind == RedisKind::sentinel ? 26379 : 6379;
+        const char* hidden = "";
+        ngx_str_t shown = shown_address(url.url, hidden);
         if (ngx_parse_url(cf->pool, &url) != NGX_OK) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid Redis address \"%V\" in \"%s\"%s%s", &url.url, directive,
-                               url.err ? ": " : "", url.err ? url.err : "");
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid Redis address \"%s%V\" in \"%s\"%s%s%s", hidden, &shown,
+                               directive, url.err ? ": " : "", url.err ? url.err : "",
+                               *hidden != '\0' ? " (credentials go in username= and password=)" : "");
             return static_cast<char*>(NGX_CONF_ERROR);
         }
         if (url.naddrs == 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "Redis address \"%V\" in \"%s\" has no addresses", &url.url,
-                               directive);
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "Redis address \"%s%V\" in \"%s\" has no addresses", hidden,
+                               &shown, directive);
             return static_cast<char*>(NGX_CONF_ERROR);
         }
         if (server.kind == RedisKind::cluster && url.family == AF_UNIX) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": cluster nodes are reached over TCP, not \"%V\"",
-                               directive, &url.url);
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": cluster nodes are reached over TCP, not \"%s%V\"",
+                               directive, hidden, &shown);
             return static_cast<char*>(NGX_CONF_ERROR);
         }
         name_len += url.url.len + 1;
@@ -218,9 +266,10 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         } else if (server.kind == RedisKind::sentinel && parameter(a, "sentinel_username=", v)) {
             server.sentinel_auth.username = v;
         } else {
+            ngx_str_t name = parameter_name(a);
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid parameter \"%V\" in \"%s\" (expected %sssl, db=, username=, password=, "
-                               "password_file= or password_env=%s)", &a, directive,
+                               "password_file= or password_env=%s)", &name, directive,
                                server.kind == RedisKind::sentinel ? "an address, " : "",
                                server.kind == RedisKind::sentinel ? ", or the same with sentinel_ before them" : "");
             return static_cast<char*>(NGX_CONF_ERROR);

@@ -162,6 +162,13 @@ char* merge_tls_conf(ngx_conf_t* cf, RedisTlsConf& conf, const RedisTlsConf& pre
             return NGX_CONF_OK;
         }
     }
+    if (!conf.verify && (server->auth.password.len != 0 || server->sentinel_auth.password.len != 0)) {
+        // logged once per deployment and settings: here the context is made
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
+                           "\"idempotency_redis_ssl_verify off\": the password for Redis %V is sent to whichever server "
+                           "answers, its certificate unchecked; set \"idempotency_redis_ssl_trusted_certificate\" and "
+                           "leave verification on", &server->name);
+    }
     TlsContext* ctx = create_context(cf, conf);
     if (ctx == nullptr) {
         return static_cast<char*>(NGX_CONF_ERROR);

@@ -206,6 +206,34 @@ TEST(Decide, ARecordMovesWithACopyOfItsBytes)
     EXPECT_LT(header.name.data(), copy.data() + copy.size());
 }
 
+// A response no gateway of ours stored (written to Redis by someone else)
+// is never replayed: 410, as a record that fails its integrity check.
+TEST(Decide, AResponseThatMustNotBeSentAgainIsUnverifiable)
+{
+    struct Case {
+        std::uint16_t status;
+        idem::Header header;
+        idem::Unusable why;
+    };
+    const Case cases[] = {
+        {700, {"X-A", "b"}, idem::Unusable::bad_status},
+        {200, {"X A", "b"}, idem::Unusable::bad_header_name},
+        {200, {"X-A", "b\r\nSet-Cookie: s=1"}, idem::Unusable::bad_header_value},
+    };
+    for (const Case& c : cases) {
+        std::string out(idem::response_size(&c.header, 1, 1), '\0');
+        char* body_at = idem::encode_response_head(out.data(), ours, c.status, &c.header, 1, 1);
+        *body_at = 'x';
+        Record record{};
+        idem::Unusable why = idem::Unusable::no;
+        EXPECT_EQ(idem::decide_stored(out, ours, record, why), Outcome::unverifiable);
+        EXPECT_EQ(why, c.why);
+        EXPECT_NE(std::string(idem::unusable_reason(why)).find("never replayed"), std::string::npos);
+        // whoever's fingerprint it carries
+        EXPECT_EQ(idem::decide_stored(out, theirs, record, why), Outcome::unverifiable);
+    }
+}
+
 // outcome.hpp: each outcome's name ($idempotency_status), status and problem.
 TEST(Outcomes, TheModulesOwnAnswers)
 {

@@ -1,5 +1,6 @@
 // test_record.cpp — the record codec: exact byte layout, round trips for
-// every kind, and refusal of anything that is not exactly a valid record.
+// every kind, and refusal of anything that is not exactly a valid record,
+// or is a response that must not be sent again.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -166,7 +167,7 @@ TEST(RecordRoundTrip, ResponseWithBinaryBodyAndRepeatedHeaders)
         {"Set-Cookie", "a=1"},
         {"X-Empty", ""},
         {"Set-Cookie", "b=2"},
-        {"Set-Cookie", std::string_view("c=\0", 3)},
+        {"Set-Cookie", "c=\t\x80\xff"},  // tab and obs-text are allowed in a value
     };
     const std::string bytes = response(fp, 201, headers, body);
     const std::optional<Record> record = idem::decode_record(bytes);
@@ -324,6 +325,66 @@ TEST(RecordDecode, ViewsPointIntoInput)
 }
 
 }  // namespace
+
+idem::RecordFlaw flaw_of(const std::string& bytes)
+{
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
+    EXPECT_FALSE(idem::decode_record(bytes, &flaw).has_value());
+    return flaw;
+}
+
+TEST(RecordDecode, RefusesAStatusNoResponseHas)
+{
+    using idem::RecordFlaw;
+    for (std::uint16_t status : {0, 99, 600, 999, 65535}) {
+        EXPECT_EQ(flaw_of(response(Digest{}, status, {}, "x")), RecordFlaw::status) << status;
+    }
+    for (std::uint16_t status : {100, 200, 599}) {
+        EXPECT_TRUE(idem::decode_record(response(Digest{}, status, {}, "x")).has_value()) << status;
+    }
+    // the marker of an unreplayable response is never sent: any status
+    EXPECT_TRUE(idem::decode_record(unreplayable(Digest{}, 0)).has_value());
+}
+
+TEST(RecordDecode, RefusesAHeaderNameThatIsNotAToken)
+{
+    using idem::RecordFlaw;
+    for (std::string_view name : {std::string_view(""), std::string_view("X Bad"), std::string_view("X:Y"),
+                                  std::string_view("X\r\nSet-Cookie"), std::string_view("X\0Y", 3),
+                                  std::string_view("X(y)"), std::string_view("\xc3\x84"), std::string_view("X\"")}) {
+        EXPECT_EQ(flaw_of(response(Digest{}, 200, {{"A", "b"}, {name, "v"}}, "x")), RecordFlaw::header_name)
+            << testing::PrintToString(std::string(name));
+    }
+    EXPECT_TRUE(idem::decode_record(response(Digest{}, 200, {{"!#$%&'*+-.^_`|~09azAZ", "v"}}, "x")).has_value());
+}
+
+TEST(RecordDecode, RefusesAHeaderValueWithCrLfOrNul)
+{
+    using idem::RecordFlaw;
+    for (std::string_view value : {std::string_view("a\rb"), std::string_view("a\nSet-Cookie: x=1"),
+                                   std::string_view("a\0b", 3), std::string_view("\r\n")}) {
+        EXPECT_EQ(flaw_of(response(Digest{}, 200, {{"X-A", value}}, "x")), RecordFlaw::header_value)
+            << testing::PrintToString(std::string(value));
+    }
+}
+
+TEST(RecordDecode, RefusesFlawedTrailers)
+{
+    using idem::RecordFlaw;
+    EXPECT_EQ(flaw_of(response_with(Digest{}, 200, {}, "x", 0, {{"grpc status", "0"}})), RecordFlaw::header_name);
+    EXPECT_EQ(flaw_of(response_with(Digest{}, 200, {}, "x", 0, {{"grpc-status", "0\r\nx: y"}})),
+              RecordFlaw::header_value);
+}
+
+TEST(RecordDecode, BytesThatAreNotARecordHaveNoFlaw)
+{
+    idem::RecordFlaw flaw = idem::RecordFlaw::status;
+    EXPECT_FALSE(idem::decode_record("IDM", &flaw).has_value());
+    EXPECT_EQ(flaw, idem::RecordFlaw::none);
+    flaw = idem::RecordFlaw::status;
+    EXPECT_TRUE(idem::decode_record(response(Digest{}, 200, {{"A", "b"}}, "x"), &flaw).has_value());
+    EXPECT_EQ(flaw, idem::RecordFlaw::none);
+}
 
 TEST(RecordLimits, HeaderCountAndBytes)
 {
