@@ -74,7 +74,8 @@ sub commands {
 # The original's claim is lost while its upstream works; another request
 # (body $other_body) claims, executes and stores; then the original's
 # response is stored within its lease. Returns the value and PTTL the
-# other request's store left, and the original's status.
+# other request's store left (read before the original's store), and the
+# original's status.
 sub lost_claim_then_another_stores {
     my ($port, $uri, $key, $other_body) = @_;
     my $rkey = IdempotencyTest::redis_key($key);
@@ -82,8 +83,9 @@ sub lost_claim_then_another_stores {
     IdempotencyTest::redis_command_at($port, 'DEL', $rkey) or die "no claim under $rkey\n";
     Test::More::is(another($uri, $key, $other_body), 201, "$key: the other request executes");
     my $theirs = stored_response($port, $rkey) or die "$key: the other request's response was not stored\n";
+    my $pttl = IdempotencyTest::redis_command_at($port, 'PTTL', $rkey);
     my $status = IdempotencyTest::read_response($original)->{status};
-    return ($theirs, $status);
+    return ($theirs, $status, $pttl);
 }
 
 sub same_fingerprint {
@@ -103,8 +105,7 @@ sub same_fingerprint {
 sub other_fingerprint {
     my ($port, $uri, $key) = @_;
     my $rkey = IdempotencyTest::redis_key($key);
-    my ($theirs, $status) = lost_claim_then_another_stores($port, $uri, $key, 'y');
-    my $pttl_before = IdempotencyTest::redis_command_at($port, 'PTTL', $rkey);
+    my ($theirs, $status, $pttl_before) = lost_claim_then_another_stores($port, $uri, $key, 'y');
     Test::More::is($status, 201, "$key: the original's client gets its response");
     Test::More::ok(logged('putting back what was there'), "$key: the overwritten response is put back");
     Test::More::ok(IdempotencyTest::wait_until(sub { (IdempotencyTest::redis_command_at($port, 'GET', $rkey) // '') eq $theirs }, 5),
