@@ -75,6 +75,29 @@ bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
     return true;
 }
 
+void drop_request_lease(void* data)
+{
+    auto* ctx = static_cast<RequestCtx*>(data);
+    drop_lease(ctx->lease);
+    ctx->lease = nullptr;  // a claim settled from a later cleanup is stored fenced
+}
+
+// The claim is ours: its lease, shared with its renewals and its store.
+void take_lease(RequestCtx* ctx)
+{
+    ngx_http_request_t* r = ctx->request;
+    if (ctx->lease != nullptr) {
+        return;
+    }
+    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == nullptr) {
+        return;  // no lease: the stores go fenced
+    }
+    ctx->lease = new_lease(ctx->lease_end, r->connection->log);
+    cln->handler = drop_request_lease;
+    cln->data = ctx;
+}
+
 void on_claim(void* data, const ClaimResult& result)
 {
     claim_answered(static_cast<RequestCtx*>(data), result);
@@ -110,7 +133,7 @@ void on_renew(ngx_event_t* ev)
         return;
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->redis_key);
-    ctx->store->renew(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
+    ctx->store->renew(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl, ctx->lease);
     ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
@@ -166,6 +189,7 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
     switch (outcome) {
     case Outcome::fresh:
         ctx->owns_claim = true;
+        take_lease(ctx);
         break;
     case Outcome::replayed:
         if (!keep_stored(ctx, result)) {
@@ -296,13 +320,13 @@ void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noe
             value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
         }
     }
-    bool within_lease = ngx_current_msec < ctx->lease_end;
+    bool within_lease = ctx->lease != nullptr && ctx->lease->holds(ngx_current_msec);
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", value.size(), &ctx->redis_key,
-                   ctx->conf->ttl, within_lease ? "within the claim's lease" : "fenced");
+                   ctx->conf->ttl, within_lease ? "within the claim's lease so far" : "fenced");
     char* taken = value.data() == sealed ? sealed : value.data() == record.data() ? buffer : nullptr;
     ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl,
-                         within_lease, taken);
+                         within_lease ? ctx->lease : nullptr, taken);
     if (taken != nullptr && taken == buffer) {
         buffer = nullptr;
     }

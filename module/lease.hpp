@@ -15,11 +15,23 @@
 //     being sent (the other part of the margin): a gateway paused between
 //     sending and Redis running it for longer is not covered;
 //   - Redis keeps its data (no failover to a replica that missed the claim,
-//     no eviction, no FLUSHALL) — which SPEC's guarantee assumes anyway.
-// The store also asks for what it overwrote (`GET`): when any of this did
-// not hold and it replaced another request's claim, it puts that claim back
-// (fenced) and logs it. Past the lease the fenced script decides, as it
-// always did.
+//     no eviction, no FLUSHALL) — which the guarantee assumes anyway.
+// Two more conditions are checked rather than assumed:
+//   - the lease is judged when the store is written to the socket, not
+//     when it is queued: a store that waited (in the pipeline, for a
+//     reconnect, for a Sentinel's new master) past `lease_end` goes as the
+//     fenced script;
+//   - a renewal that finds the claim gone (it answers 0) revokes the lease:
+//     Redis lost the claim, so nothing said above holds any more, and every
+//     later store of the request goes fenced.
+// The leased store is `MULTI; PEXPIRETIME key; SET key record PX ttl XX
+// GET; EXEC`: it learns, atomically with the overwrite, what the key held
+// and until when. When any of the above did not hold and it replaced
+// another request's value, it puts that value back (fenced) with the very
+// expiry it had (PXAT), so the put-back never shortens — nor lengthens —
+// the life of what it restores; a stored record of our own fingerprint is
+// equal in meaning to ours and stays overwritten. Past the lease the fenced
+// script decides, as it always did.
 #pragma once
 
 #include <cstdint>
@@ -38,5 +50,18 @@ constexpr std::uint64_t lease_end(std::uint64_t sent, std::uint64_t lock_ttl, st
     std::uint64_t margin = lease_margin(lock_ttl, redis_timeout);
     return lock_ttl > margin ? sent + (lock_ttl - margin) : sent;
 }
+
+// What a request, its renewals and its store share: until when its claim
+// surely holds. Revoked for good once a renewal found the claim gone.
+// Reference-counted (store.hpp: new_lease, hold_lease, drop_lease): the
+// request and each call that may still judge or revoke it hold one.
+struct Lease {
+    std::uint64_t end;  // lease_end() of the claim
+    unsigned refs;
+    bool revoked;
+
+    bool holds(std::uint64_t now) const noexcept { return !revoked && now < end; }
+    void revoke() noexcept { revoked = true; }
+};
 
 }  // namespace idem

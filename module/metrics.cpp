@@ -164,6 +164,11 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
            "idempotency_redis_abandoned_total{operation=\"store\"} %uA\n"
            "idempotency_redis_abandoned_total{operation=\"release\"} %uA\n",
         c[static_cast<unsigned>(Counter::abandoned_stores)], c[static_cast<unsigned>(Counter::abandoned_releases)]);
+    put(t, "# HELP idempotency_redis_stores_out_of_memory_total Responses Redis refused for memory (OOM): each "
+           "keeps its claim for idempotency_ttl while the store is tried again, and after it gives up.\n"
+           "# TYPE idempotency_redis_stores_out_of_memory_total counter\n"
+           "idempotency_redis_stores_out_of_memory_total %uA\n",
+        c[static_cast<unsigned>(Counter::stores_kept_for_memory)]);
     put(t, "# HELP idempotency_zone_full_total Zone store operations refused for lack of room in the zone.\n"
            "# TYPE idempotency_zone_full_total counter\n"
            "idempotency_zone_full_total{operation=\"claim\"} %uA\n"

@@ -17,6 +17,7 @@ enum class Counter : unsigned {
     redis_commands, redis_errors, redis_timeouts, redis_reconnects, stored_responses, stored_bytes,
     zone_full_claims, zone_full_stores,  // the shared memory zone store had no room
     abandoned_stores, abandoned_releases,  // owed to Redis, given up after retrying or at worker exit
+    stores_kept_for_memory,  // responses Redis refused for memory (OOM), their claims kept for idempotency_ttl
     redis_tls_failures,  // TLS handshakes or certificate checks that failed
     count_,
 };

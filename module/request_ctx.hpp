@@ -40,6 +40,7 @@ struct RequestCtx {
     ngx_str_t claim;       // the claim record: fingerprint and random token
     bool owns_claim;       // we hold the claim and have not settled it
     ngx_msec_t lease_end;  // until when the claim surely holds (lease.hpp), from when it was sent
+    Lease* lease;          // once the claim is ours: lease_end, revoked by a renewal that finds the claim gone
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
 
     // replay: the stored response, decoded once; its views into the store's

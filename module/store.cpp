@@ -55,6 +55,22 @@ PendingOp* new_pending(Store* store, std::string_view key, std::string_view clai
     return op;
 }
 
+Lease* new_lease(std::uint64_t end, ngx_log_t* log) noexcept
+{
+    auto* lease = static_cast<Lease*>(ngx_alloc(sizeof(Lease), log));
+    if (lease != nullptr) {
+        *lease = Lease{end, 1, false};
+    }
+    return lease;
+}
+
+void drop_lease(Lease* lease) noexcept
+{
+    if (lease != nullptr && --lease->refs == 0) {
+        ngx_free(lease);
+    }
+}
+
 bool past_exit_deadline() noexcept
 {
     static ngx_msec_t deadline = 0;

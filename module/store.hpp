@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "lease.hpp"
 #include "ngx.hpp"
 #include "outcome.hpp"
 #include "owned_args.hpp"
@@ -89,16 +90,34 @@ public:
     // lock_ttl_ms (at least 20 s) with the claim kept alive meanwhile, a
     // release until the claim would have expired anyway. lock_ttl_ms 0:
     // the longest lock_ttl this store has claimed or renewed with.
-    // `within_lease`: the claim surely holds now (lease.hpp), and a store
-    // may skip the fence. `take`: the ngx_alloc'd memory `record` lies in,
-    // which the store takes over and frees (nullptr: it copies the record).
+    // A response refused for memory (OOM) keeps its key: the claim is
+    // extended to ttl_ms (which needs no memory) while the store is tried
+    // again and after it gives up, so no retry executes a second time.
+    // `lease`: the claim's lease (lease.hpp; nullptr: none), judged when the
+    // store leaves: while it holds, a store may skip the fence. `take`: the
+    // ngx_alloc'd memory `record` lies in, which the store takes over and
+    // frees (nullptr: it copies the record).
     virtual void complete(std::string_view key, std::string_view claim, std::string_view record,
-                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, bool within_lease,
+                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease,
                           char* take = nullptr) noexcept = 0;
     virtual void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
-    // Extends a claim still held by `claim` to lock_ttl_ms from now.
-    virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept = 0;
+    // Extends a claim still held by `claim` to lock_ttl_ms from now; one
+    // that is gone revokes `lease` (nullptr: none).
+    virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+                       Lease* lease) noexcept = 0;
 };
+
+// A lease ending at `end` (lease.hpp), held once by its creator;
+// nullptr when out of memory (the request's stores then go fenced).
+Lease* new_lease(std::uint64_t end, ngx_log_t* log) noexcept;
+inline Lease* hold_lease(Lease* lease) noexcept
+{
+    if (lease != nullptr) {
+        lease->refs++;
+    }
+    return lease;
+}
+void drop_lease(Lease* lease) noexcept;
 
 // An exiting worker tries what it owes its store until
 // worker_shutdown_timeout (counted from when it is first seen exiting), when

@@ -50,12 +50,12 @@ public:
     }
 
     bool command(std::string_view key, int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
-                 void* data, bool queue_while_down) noexcept override
+                 void* data, bool queue_while_down, Late late) noexcept override
     {
         if (closing_) {
             return false;  // worker exit: what the connections fail must not queue again
         }
-        OwnedCommand* c = own_command(key, argc, argv, argv_len, handler, data, queue_while_down, log_);
+        OwnedCommand* c = own_command(key, argc, argv, argv_len, handler, data, queue_while_down, late, log_);
         if (c == nullptr) {
             return false;
         }

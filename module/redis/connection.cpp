@@ -54,7 +54,7 @@ void Connection::set_timeout(ngx_msec_t timeout) noexcept
 }
 
 bool Connection::command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
-                         void* data, bool queue_while_down) noexcept
+                         void* data, bool queue_while_down, Late late) noexcept
 {
     if (closing_) {
         return false;
@@ -62,7 +62,7 @@ bool Connection::command(int argc, const char** argv, const size_t* argv_len, Re
     // No reply handler may run inside command(): its caller is in the middle
     // of queueing. A failure found here is handled from a posted event.
     dispatching_++;
-    bool queued = queue(argc, argv, argv_len, handler, data, queue_while_down);
+    bool queued = queue(argc, argv, argv_len, handler, data, queue_while_down, late);
     dispatching_--;
     if (deferred_failure_ != nullptr && dispatching_ == 0 && !failure_event_.posted) {
         ngx_post_event(&failure_event_, &ngx_posted_events);
@@ -71,7 +71,7 @@ bool Connection::command(int argc, const char** argv, const size_t* argv_len, Re
 }
 
 bool Connection::queue(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
-                       bool queue_while_down) noexcept
+                       bool queue_while_down, Late late) noexcept
 {
     bool broken = deferred_failure_ != nullptr;  // closes as soon as the loop turns
     if (broken && !queue_while_down) {
@@ -86,7 +86,8 @@ bool Connection::queue(int argc, const char** argv, const size_t* argv_len, Repl
         }
     }
 
-    if (!pipeline_.push(argc, argv, argv_len, handler, data, false)) {
+    if (late.render != nullptr ? !pipeline_.push_late(late, handler, data)
+                               : !pipeline_.push(argc, argv, argv_len, handler, data, false)) {
         return false;
     }
 
@@ -171,6 +172,7 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
         Pending* next = p->next;
         ReplyHandler handler = p->handler;
         void* data = p->data;
+        free_reply(p->error);
         pipeline_.give_back(p);
         if (handler != nullptr && handler != on_handshake_reply && handler != on_memory_info) {
             handler(data, nullptr);
@@ -220,7 +222,15 @@ void Connection::on_write(ngx_event_t* ev)
 
 void Connection::flush() noexcept
 {
-    while (pipeline_.unsent_size() > 0) {
+    for (;;) {
+        // A late command chooses its words now, as it leaves (pipeline.hpp).
+        if (!pipeline_.render_due()) {
+            fail("out of memory", 0);
+            return;
+        }
+        if (pipeline_.unsent_size() == 0) {
+            break;
+        }
         ssize_t n = conn_->send(conn_, pipeline_.unsent(), pipeline_.unsent_size());
         if (n == NGX_AGAIN) {
             break;
@@ -310,25 +320,40 @@ void Connection::read() noexcept
                 break;
             }
             replied_ = true;
-            Pending* p = pipeline_.pop();
+            Pending* p = pipeline_.oldest();
             if (p == nullptr) {
                 free_reply(static_cast<redisReply*>(reply));
                 fail("reply to no command", 0);
                 return;
             }
-            ReplyHandler handler = p->handler;
-            void* data = p->data;
-            observe_redis_rtt(monotonic_us() - p->queued_us);
-            if (static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
+            bool error = static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR;
+            if (error) {
                 count(Counter::redis_errors);
             }
+            if (p->more > 0) {
+                // One of several commands answered as one: its first error
+                // is kept for the handler, the rest let go.
+                p->more--;
+                if (error && p->error == nullptr) {
+                    p->error = static_cast<redisReply*>(reply);
+                } else {
+                    free_reply(static_cast<redisReply*>(reply));
+                }
+                continue;
+            }
+            pipeline_.pop();
+            ReplyHandler handler = p->handler;
+            void* data = p->data;
+            redisReply* held = p->error;
+            observe_redis_rtt(monotonic_us() - p->queued_us);
             pipeline_.give_back(p);
 
             dispatching_++;
             if (handler != nullptr) {
-                handler(data, static_cast<redisReply*>(reply));
+                handler(data, held != nullptr ? held : static_cast<redisReply*>(reply));
             }
             dispatching_--;
+            free_reply(held);
             free_reply(static_cast<redisReply*>(reply));
 
             if (deferred_failure_ != nullptr) {

@@ -57,9 +57,10 @@ public:
     // Queues a command. Returns false, without calling `handler`, when the
     // server is down and the backoff has not elapsed yet — unless
     // `queue_while_down`, in which case the command waits for the next
-    // connection (used for releases that must not be lost).
+    // connection (used for releases that must not be lost). With `late`,
+    // argv is not used: its words are chosen as it leaves (pipeline.hpp).
     bool command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
-                 void* data, bool queue_while_down = false) noexcept;
+                 void* data, bool queue_while_down = false, Late late = {}) noexcept;
 
     // How long a reply may keep us waiting before the connection is
     // considered dead; the shortest idempotency_redis_timeout of its users.
@@ -76,7 +77,7 @@ private:
     enum class State { down, connecting, up };
 
     bool queue(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
-               bool queue_while_down) noexcept;
+               bool queue_while_down, Late late) noexcept;
     void connect() noexcept;
     ngx_int_t connect_to(const ngx_addr_t& addr) noexcept;
     bool next_address(const char* why, ngx_err_t err) noexcept;

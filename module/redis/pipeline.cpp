@@ -19,10 +19,24 @@ Pipeline::~Pipeline()
     ngx_free(out_);
 }
 
+void LateWords::add(int n, const char* const* words, const std::size_t* word_lens) noexcept
+{
+    if (commands >= max_late_commands || n > max_late_args) {
+        return;
+    }
+    argc[commands] = n;
+    for (int i = 0; i < n; i++) {
+        argv[commands][i] = words[i];
+        lens[commands][i] = word_lens[i];
+    }
+    commands++;
+}
+
 // Makes room for `size` more bytes at out_ + out_len_.
 bool Pipeline::reserve(size_t size) noexcept
 {
     if (out_pos_ > 0 && out_pos_ == out_len_) {
+        base_ += out_len_;
         out_pos_ = out_len_ = 0;
     }
     if (out_len_ + size <= out_cap_) {
@@ -43,17 +57,36 @@ bool Pipeline::reserve(size_t size) noexcept
     ngx_free(out_);
     out_ = grown;
     out_cap_ = cap;
+    base_ += out_pos_;
     out_pos_ = 0;
     out_len_ = waiting;
     return true;
+}
+
+size_t Pipeline::unsent_size() const noexcept
+{
+    size_t size = out_len_ - out_pos_;
+    if (late_head_ != nullptr) {
+        size = ngx_min(size, static_cast<size_t>(late_head_->at - (base_ + out_pos_)));
+    }
+    return size;
 }
 
 void Pipeline::sent(size_t n) noexcept
 {
     out_pos_ += n;
     if (out_pos_ == out_len_) {
+        base_ += out_len_;
         out_pos_ = out_len_ = 0;
     }
+}
+
+void Pipeline::drop_unsent() noexcept
+{
+    // The late commands' slots stay linked: the connection fails them all.
+    late_head_ = late_tail_ = nullptr;
+    base_ += out_len_;
+    out_pos_ = out_len_ = 0;
 }
 
 void Pipeline::give_back(Pending* p) noexcept
@@ -64,8 +97,7 @@ void Pipeline::give_back(Pending* p) noexcept
     }
 }
 
-bool Pipeline::push(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
-                    bool front) noexcept
+Pending* Pipeline::new_slot(ReplyHandler handler, void* data) noexcept
 {
     Pending* p = free_;
     if (p != nullptr) {
@@ -73,24 +105,17 @@ bool Pipeline::push(int argc, const char** argv, const size_t* argv_len, ReplyHa
     } else {
         p = static_cast<Pending*>(ngx_alloc(sizeof(Pending), log_));
     }
-    // At the back the command is written into room for at least its size;
-    // at the front, what waits moves by its exact size.
-    size_t size = front ? resp_size(argc, argv_len) : resp_size_bound(argc, argv_len);
-    if (p == nullptr || !reserve(size)) {
-        give_back(p);
-        return false;
+    if (p != nullptr) {
+        *p = Pending{};
+        p->handler = handler;
+        p->data = data;
+        p->queued_us = monotonic_us();
     }
-    if (front) {
-        char* at = out_ + out_pos_;
-        std::memmove(at + size, at, out_len_ - out_pos_);
-        resp_write(at, argc, argv, argv_len);
-        out_len_ += size;
-    } else {
-        out_len_ = static_cast<size_t>(resp_write(out_ + out_len_, argc, argv, argv_len) - out_);
-    }
-    p->handler = handler;
-    p->data = data;
-    p->queued_us = monotonic_us();
+    return p;
+}
+
+void Pipeline::link(Pending* p, bool front) noexcept
+{
     if (front) {
         p->next = head_;
         head_ = p;
@@ -103,6 +128,88 @@ bool Pipeline::push(int argc, const char** argv, const size_t* argv_len, ReplyHa
         tail_ = p;
     }
     count(Counter::redis_commands);
+}
+
+char* Pipeline::insert_at_front(size_t size) noexcept
+{
+    if (!reserve(size)) {
+        return nullptr;
+    }
+    char* at = out_ + out_pos_;
+    std::memmove(at + size, at, out_len_ - out_pos_);
+    out_len_ += size;
+    for (Pending* l = late_head_; l != nullptr; l = l->next_late) {
+        l->at += size;  // every late command not written yet goes after what is inserted
+    }
+    return at;
+}
+
+bool Pipeline::push(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
+                    bool front) noexcept
+{
+    Pending* p = new_slot(handler, data);
+    if (p == nullptr) {
+        return false;
+    }
+    // At the back the command is written into room for at least its size;
+    // at the front, what waits moves by its exact size.
+    if (front) {
+        char* at = insert_at_front(resp_size(argc, argv_len));
+        if (at == nullptr) {
+            give_back(p);
+            return false;
+        }
+        resp_write(at, argc, argv, argv_len);
+    } else {
+        if (!reserve(resp_size_bound(argc, argv_len))) {
+            give_back(p);
+            return false;
+        }
+        out_len_ = static_cast<size_t>(resp_write(out_ + out_len_, argc, argv, argv_len) - out_);
+    }
+    link(p, front);
+    return true;
+}
+
+bool Pipeline::push_late(Late late, ReplyHandler handler, void* data) noexcept
+{
+    Pending* p = new_slot(handler, data);
+    if (p == nullptr) {
+        return false;
+    }
+    p->late = late;
+    p->at = base_ + out_len_;
+    (late_tail_ ? late_tail_->next_late : late_head_) = p;
+    late_tail_ = p;
+    link(p, false);
+    return true;
+}
+
+bool Pipeline::render_due() noexcept
+{
+    Pending* p = late_head_;
+    if (p == nullptr || p->at != base_ + out_pos_) {
+        return true;  // none, or something queued before it has not left yet
+    }
+    LateWords words;
+    p->late.render(p->late.data, words);
+    size_t size = 0;
+    for (int i = 0; i < words.commands; i++) {
+        size += resp_size(words.argc[i], words.lens[i]);
+    }
+    late_head_ = p->next_late;
+    if (late_head_ == nullptr) {
+        late_tail_ = nullptr;
+    }
+    p->late = Late{};
+    p->more = words.commands > 0 ? static_cast<unsigned>(words.commands - 1) : 0;
+    char* at = insert_at_front(size);
+    if (at == nullptr) {
+        return false;
+    }
+    for (int i = 0; i < words.commands; i++) {
+        at = resp_write(at, words.argc[i], words.argv[i], words.lens[i]);
+    }
     return true;
 }
 

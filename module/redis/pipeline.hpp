@@ -2,6 +2,11 @@
 // written in RESP and not sent yet, and one reply slot per command sent or
 // queued, oldest first (Redis answers in order). Reply slots are recycled
 // through a free list; nothing here touches a socket.
+// A late command (Late) is written only when everything queued before it
+// has been sent: its words are chosen then, at the moment it leaves, not
+// when it was queued (a store within its claim's lease, lease.hpp). It
+// may be several commands (a MULTI ... EXEC) whose replies come to its one
+// handler as one: the last, or the first error among them.
 #pragma once
 
 #include <cstdint>
@@ -16,11 +21,38 @@ namespace idem::redis {
 // will come (connection lost, timed out, worker exiting).
 using ReplyHandler = void (*)(void* data, redisReply* reply);
 
+constexpr int max_late_commands = 4;
+constexpr int max_late_args = 10;
+
+// The words of a late command, filled in by its Render as it leaves; they
+// point into memory that outlives the call.
+struct LateWords {
+    int commands = 0;
+    int argc[max_late_commands];
+    const char* argv[max_late_commands][max_late_args];
+    std::size_t lens[max_late_commands][max_late_args];
+
+    void add(int n, const char* const* words, const std::size_t* word_lens) noexcept;
+};
+
+// Fills in at least one command.
+using Render = void (*)(void* data, LateWords& out);
+
+struct Late {
+    Render render = nullptr;  // nullptr: an ordinary command
+    void* data = nullptr;
+};
+
 struct Pending {
     Pending* next;
     ReplyHandler handler;
     void* data;
     std::uint64_t queued_us;  // for the round-trip histogram
+    Late late;                // not written yet while late.render is set
+    std::uint64_t at;         // late: where in the byte stream it goes
+    Pending* next_late;
+    unsigned more;            // replies that come before the one handed over
+    redisReply* error;        // the first error among them, handed over instead
 };
 
 class Pipeline {
@@ -35,14 +67,21 @@ public:
     // was down). False when out of memory.
     bool push(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler, void* data,
               bool front) noexcept;
+    // Links the reply slot of a late command at the back; false when out of memory.
+    bool push_late(Late late, ReplyHandler handler, void* data) noexcept;
 
-    // The bytes not sent yet; sent(n) when n of them left.
+    // Writes the late command that is next to leave, if everything before
+    // it has been sent; false when out of memory.
+    bool render_due() noexcept;
+    // The bytes that may leave now (up to the next late command); sent(n)
+    // when n of them left.
     u_char* unsent() const noexcept { return reinterpret_cast<u_char*>(out_ + out_pos_); }
-    size_t unsent_size() const noexcept { return out_len_ - out_pos_; }
+    size_t unsent_size() const noexcept;
     void sent(size_t n) noexcept;
-    void drop_unsent() noexcept { out_pos_ = out_len_ = 0; }
+    void drop_unsent() noexcept;
 
     bool awaiting() const noexcept { return head_ != nullptr; }
+    Pending* oldest() const noexcept { return head_; }
     // The oldest slot, unlinked; the caller reads it and gives it back.
     Pending* pop() noexcept;
     // Every slot, unlinked as one chain (the connection is lost); the caller
@@ -52,10 +91,17 @@ public:
 
 private:
     bool reserve(size_t size) noexcept;
+    Pending* new_slot(ReplyHandler handler, void* data) noexcept;
+    void link(Pending* p, bool front) noexcept;
+    // Writes `size` bytes at the send position, ahead of what waits.
+    char* insert_at_front(size_t size) noexcept;
 
     ngx_log_t* log_;
     char* out_ = nullptr;  // RESP bytes: [out_pos_, out_len_) not sent yet, room for out_cap_
     size_t out_pos_ = 0, out_len_ = 0, out_cap_ = 0;
+    std::uint64_t base_ = 0;  // where out_[0] is in the byte stream
+    Pending* late_head_ = nullptr;  // late commands not written yet, oldest first
+    Pending* late_tail_ = nullptr;
     Pending* head_ = nullptr;  // awaiting replies, oldest first
     Pending* tail_ = nullptr;
     Pending* free_ = nullptr;  // recycled slots

@@ -62,16 +62,17 @@ public:
 
     void abandon(PendingOp* op) noexcept override { op->waiter.callback = nullptr; }
 
-    // Within the claim's lease (lease.hpp) a response goes out as
-    // `SET key record PX ttl XX GET`: two plain commands per new key instead
-    // of one and a script. Any attempt after the first is the fenced script.
+    // If it leaves within the claim's lease (lease.hpp) a response goes out
+    // as `MULTI; PEXPIRETIME; SET key record PX ttl XX GET; EXEC`: plain
+    // commands instead of a script. Any attempt after the first, and one
+    // that leaves past the lease, is the fenced script.
     void complete(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms,
-                  std::uint64_t lock_ttl_ms, bool within_lease, char* take) noexcept override
+                  std::uint64_t lock_ttl_ms, Lease* lease, char* take) noexcept override
     {
         char ttl[NGX_INT64_LEN];
         size_t ttl_len = decimal(ttl_ms, ttl);
         std::string_view args[] = {key, claim, record, {ttl, ttl_len}};
-        calls_.call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms), within_lease, take);
+        calls_.call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms), lease, take);
     }
 
     void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
@@ -80,10 +81,10 @@ public:
         calls_.call(release_script, Role::release, args, 2, lock_ttl_or_longest(lock_ttl_ms));
     }
 
-    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Lease* lease) noexcept override
     {
         note_lock_ttl(lock_ttl_ms);
-        calls_.renew(key, claim, lock_ttl_ms, Role::renewal);
+        calls_.renew(key, claim, lock_ttl_ms, Role::renewal, lease);
     }
 
 private:
@@ -137,8 +138,6 @@ private:
         }
         ngx_free(op);
     }
-
-    // The reply to a leased store: what the key held before.
 
     const RedisServer& server_;
     Router* router_;

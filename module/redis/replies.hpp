@@ -8,6 +8,8 @@
 
 #include <string_view>
 
+#include "../record.hpp"
+
 namespace idem::redis {
 
 // What a reply to `SET ... GET` holds: nil, a string (into `value`), or
@@ -38,22 +40,56 @@ inline ClaimReply read_claim_reply(const redisReply* reply, std::string_view& fo
     return bulk == Bulk::nil ? ClaimReply::granted : bulk == Bulk::string ? ClaimReply::found : ClaimReply::unusable;
 }
 
-// What `SET key record PX ttl XX GET` found under the key, and so did.
+// What the leased store — `MULTI; PEXPIRETIME key; SET key record PX ttl
+// XX GET; EXEC` (lease.hpp) — found under the key, and so did.
 enum class LeasedStore {
-    stored,    // our claim (or, sent again after a lost reply, our record): stored
-    gone,      // nothing: the claim had expired, nothing was written
-    not_ours,  // another value, now overwritten: Redis lost our claim, or the lease did not hold
-    unusable,  // an error or no reply: nothing is known
+    stored,       // our claim (or, sent again after a lost reply, our record): stored
+    gone,         // nothing: the claim had expired, nothing was written
+    same_intent,  // another request's stored response (or 410 marker) of our fingerprint, now replaced
+                  // by ours: equal in meaning, nothing to put back
+    not_ours,     // another value, now overwritten: Redis lost our claim, or the lease did not hold
+    unusable,     // an error or no reply: nothing is known
 };
 
-inline LeasedStore read_leased_store_reply(const redisReply* reply, std::string_view claim, std::string_view record,
-                                           std::string_view& found) noexcept
+struct LeasedStoreReply {
+    LeasedStore what;
+    std::string_view found;     // the value overwritten (stored, same_intent, not_ours)
+    long long expires_at = -1;  // not_ours: its expiry, Unix time in ms by Redis's clock; -1: none
+};
+
+// A value read under our key means what ours means when it is a stored
+// response, or the marker of one, of the same fingerprint as our claim.
+inline bool same_intent(std::string_view claim, std::string_view found) noexcept
 {
-    Bulk bulk = read_bulk(reply, found);
-    if (bulk == Bulk::string) {
-        return found == claim || found == record ? LeasedStore::stored : LeasedStore::not_ours;
+    std::optional<Record> ours = decode_record(claim);
+    std::optional<Record> theirs = decode_record(found);
+    return ours && theirs && ours->kind == RecordKind::claim && theirs->kind != RecordKind::claim
+           && theirs->fingerprint == ours->fingerprint;
+}
+
+// The EXEC's reply: [PEXPIRETIME's, SET ... GET's].
+inline LeasedStoreReply read_leased_store_reply(const redisReply* reply, std::string_view claim,
+                                                std::string_view record) noexcept
+{
+    LeasedStoreReply out{LeasedStore::unusable, {}};
+    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_INTEGER) {
+        return out;
     }
-    return bulk == Bulk::nil ? LeasedStore::gone : LeasedStore::unusable;
+    switch (read_bulk(reply->element[1], out.found)) {
+    case Bulk::nil:
+        out.what = LeasedStore::gone;
+        break;
+    case Bulk::string:
+        out.what = out.found == claim || out.found == record ? LeasedStore::stored
+                   : same_intent(claim, out.found)             ? LeasedStore::same_intent
+                                                               : LeasedStore::not_ours;
+        out.expires_at = reply->element[0]->integer >= 0 ? reply->element[0]->integer : -1;
+        break;
+    case Bulk::other:
+        break;
+    }
+    return out;
 }
 
 }  // namespace idem::redis

@@ -29,18 +29,18 @@ std::string_view first_word(std::string_view text) noexcept
     return text.substr(0, text.find_first_of(" \r\n"));
 }
 
-}  // namespace
-
-bool is_transient_error(std::string_view error) noexcept
+// The transient code `error` reports, as it is or wrapped by a script;
+// empty when none.
+std::string_view transient_code(std::string_view error) noexcept
 {
     if (is_code(first_word(error))) {
-        return true;
+        return first_word(error);
     }
     // "ERR Error running script (call to f_<sha1>): @user_script:1:
     // @user_script: 1: -OOM command not allowed ..."
     constexpr std::string_view wrapped = "ERR Error running script";
     if (error.substr(0, wrapped.size()) != wrapped) {
-        return false;
+        return {};
     }
     for (std::size_t at = error.find(": "); at != std::string_view::npos; at = error.find(": ", at + 2)) {
         std::string_view rest = error.substr(at + 2);
@@ -48,10 +48,22 @@ bool is_transient_error(std::string_view error) noexcept
             rest.remove_prefix(1);
         }
         if (is_code(first_word(rest))) {
-            return true;
+            return first_word(rest);
         }
     }
-    return false;
+    return {};
+}
+
+}  // namespace
+
+bool is_transient_error(std::string_view error) noexcept
+{
+    return !transient_code(error).empty();
+}
+
+bool is_out_of_memory(std::string_view error) noexcept
+{
+    return transient_code(error) == "OOM";
 }
 
 std::uint64_t retry_window_ms(std::uint64_t lock_ttl_ms, bool keeps_claim) noexcept

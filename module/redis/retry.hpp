@@ -16,6 +16,10 @@ namespace idem::redis {
 // error on as it is; older servers wrap it in "ERR Error running script").
 bool is_transient_error(std::string_view error) noexcept;
 
+// True for OOM (maxmemory reached with noeviction), as it is or reported by
+// a script: the one transient error that extending a key's TTL survives.
+bool is_out_of_memory(std::string_view error) noexcept;
+
 constexpr std::uint64_t retry_first_delay_ms = 100;
 constexpr std::uint64_t retry_max_delay_ms = 1000;
 // A response is tried for idempotency_lock_ttl, and never less than this:

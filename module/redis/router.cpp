@@ -21,9 +21,9 @@ public:
     }
 
     bool command(std::string_view, int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
-                 void* data, bool queue_while_down) noexcept override
+                 void* data, bool queue_while_down, Late late) noexcept override
     {
-        return conn_.command(argc, argv, argv_len, handler, data, queue_while_down);
+        return conn_.command(argc, argv, argv_len, handler, data, queue_while_down, late);
     }
 
     void set_timeout(ngx_msec_t timeout) noexcept override { conn_.set_timeout(timeout); }
@@ -50,7 +50,8 @@ Router* make_router(const RedisServer& server, ngx_log_t* log) noexcept
 }
 
 OwnedCommand* own_command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
-                          ReplyHandler handler, void* data, bool queue_while_down, ngx_log_t* log) noexcept
+                          ReplyHandler handler, void* data, bool queue_while_down, Late late,
+                          ngx_log_t* log) noexcept
 {
     if (argc > max_command_args) {
         return nullptr;
@@ -64,6 +65,7 @@ OwnedCommand* own_command(std::string_view key, int argc, const char** argv, con
         c->handler = handler;
         c->data = data;
         c->queue_while_down = queue_while_down;
+        c->late = late;
     }
     return c;
 }

@@ -25,8 +25,10 @@ public:
     // cannot be sent now (the handler is not called then); otherwise the
     // handler runs once, with the reply, or with nullptr when no reply will
     // come. Redirections are followed here and never reach the handler.
+    // A late command (`late`) chooses its words each time it leaves.
     virtual bool command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
-                         ReplyHandler handler, void* data, bool queue_while_down = false) noexcept = 0;
+                         ReplyHandler handler, void* data, bool queue_while_down = false,
+                         Late late = {}) noexcept = 0;
 
     // The shortest idempotency_redis_timeout of the router's users.
     virtual void set_timeout(ngx_msec_t timeout) noexcept = 0;
@@ -65,17 +67,20 @@ struct OwnedCommand {
     unsigned target;  // the router's index of where it was sent
     int redirects;
     bool queue_while_down;
+    Late late;
     OwnedArgs<1 + max_command_args> args;  // the key, then the command's arguments
 };
 
 OwnedCommand* own_command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
-                          ReplyHandler handler, void* data, bool queue_while_down, ngx_log_t* log) noexcept;
+                          ReplyHandler handler, void* data, bool queue_while_down, Late late,
+                          ngx_log_t* log) noexcept;
 inline std::string_view key_of(const OwnedCommand& c) noexcept { return c.args[0]; }
 
 // Sends `c` on `conn` with `on_reply` as its handler (c is its data).
 inline bool send_owned(Connection& conn, OwnedCommand* c, ReplyHandler on_reply) noexcept
 {
-    return conn.command(c->args.count - 1, c->args.arg + 1, c->args.len + 1, on_reply, c, c->queue_while_down);
+    return conn.command(c->args.count - 1, c->args.arg + 1, c->args.len + 1, on_reply, c, c->queue_while_down,
+                        c->late);
 }
 
 // Gives `c` its answer and frees it.

@@ -21,16 +21,17 @@ ScriptCalls::~ScriptCalls()
     }
 }
 
-void ScriptCalls::renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role) noexcept
+void ScriptCalls::renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
+                        Lease* lease) noexcept
 {
     char ttl[NGX_INT64_LEN];
     size_t ttl_len = decimal(lock_ttl_ms, ttl);
     std::string_view args[] = {key, claim, {ttl, ttl_len}};
-    call(renew_script, role, args, 3, lock_ttl_ms);
+    call(renew_script, role, args, 3, lock_ttl_ms, lease);
 }
 
 void ScriptCalls::call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
-                       bool leased, char* take) noexcept
+                       Lease* lease, char* take) noexcept
 {
     if (closing_) {
         ngx_free(take);
@@ -58,7 +59,7 @@ void ScriptCalls::call(Script& script, Role role, const std::string_view* args, 
     call->script = &script;
     call->role = role;
     call->lock_ttl_ms = lock_ttl_ms;
-    call->leased = leased;
+    call->lease = hold_lease(lease);
     // What is owed Redis keeps an exiting worker (reload, graceful
     // shutdown) alive until it lands or its window ends, no longer than
     // worker_shutdown_timeout when that is set (see failed()).
@@ -72,21 +73,10 @@ void ScriptCalls::call(Script& script, Role role, const std::string_view* args, 
 }
 
 // EVALSHA sha 1 KEY ARGV...  (or EVAL body 1 KEY ARGV... once NOSCRIPT was
-// seen); a leased store: SET KEY record PX ttl XX GET.
-void ScriptCalls::send(ScriptCall* call) noexcept
+// seen) into argv; their count.
+int ScriptCalls::script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept
 {
-    if (call->leased) {
-        const OwnedArgs<max_script_args>& a = call->args;
-        const char* argv[] = {"SET", a.arg[0], a.arg[2], "PX", a.arg[3], "XX", "GET"};
-        const size_t lens[] = {3, a.len[0], a.len[2], 2, a.len[3], 2, 3};
-        if (!router_.command(key_of(call), 7, argv, lens, on_script_reply, call, true)) {
-            failed(call, "Redis cannot be reached");
-        }
-        return;
-    }
     bool with_body = call->with_body;
-    const char* argv[3 + max_script_args];
-    size_t lens[3 + max_script_args];
     argv[0] = with_body ? "EVAL" : "EVALSHA";
     lens[0] = with_body ? 4 : 7;
     argv[1] = with_body ? call->script->body.data() : call->script->sha1;
@@ -97,9 +87,79 @@ void ScriptCalls::send(ScriptCall* call) noexcept
         argv[3 + i] = call->args.arg[i];
         lens[3 + i] = call->args.len[i];
     }
-    if (!router_.command(key_of(call), 3 + call->args.count, argv, lens, on_script_reply, call, true)) {
+    return 3 + call->args.count;
+}
+
+// A response chooses its words as it leaves (pipeline.hpp), after whatever
+// it waited behind — the pipeline, a reconnect, a Sentinel's new master:
+// within its claim's lease (lease.hpp), first attempt only,
+//   MULTI; PEXPIRETIME KEY; SET KEY record PX ttl XX GET; EXEC
+// which also tells what it overwrote and until when that would have
+// lived; otherwise the fenced script.
+void ScriptCalls::render_store(void* data, LateWords& out)
+{
+    auto* call = static_cast<ScriptCall*>(data);
+    const OwnedArgs<max_script_args>& a = call->args;
+    call->leased = call->retry.failures == 0 && call->lease != nullptr && call->lease->holds(ngx_current_msec);
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, call->owner->log_, 0, "idempotency: the response for \"%*s\" leaves %s",
+                   a.len[0], a.arg[0], call->leased ? "within its claim's lease" : "fenced");
+    if (!call->leased) {
+        const char* argv[3 + max_script_args];
+        size_t lens[3 + max_script_args];
+        int argc = script_words(call, argv, lens);
+        out.add(argc, argv, lens);
+        return;
+    }
+    static const char* const multi[] = {"MULTI"};
+    static const char* const exec[] = {"EXEC"};
+    static const size_t multi_len[] = {5}, exec_len[] = {4};
+    const char* expiretime[] = {"PEXPIRETIME", a.arg[0]};
+    const size_t expiretime_len[] = {11, a.len[0]};
+    const char* set[] = {"SET", a.arg[0], a.arg[2], "PX", a.arg[3], "XX", "GET"};
+    const size_t set_len[] = {3, a.len[0], a.len[2], 2, a.len[3], 2, 3};
+    out.add(1, multi, multi_len);
+    out.add(2, expiretime, expiretime_len);
+    out.add(7, set, set_len);
+    out.add(1, exec, exec_len);
+}
+
+void ScriptCalls::send(ScriptCall* call) noexcept
+{
+    bool sent;
+    if (call->role == Role::store) {
+        sent = router_.command(key_of(call), 0, nullptr, nullptr, on_script_reply, call, true,
+                               Late{render_store, call});
+    } else {
+        const char* argv[3 + max_script_args];
+        size_t lens[3 + max_script_args];
+        int argc = script_words(call, argv, lens);
+        sent = router_.command(key_of(call), argc, argv, lens, on_script_reply, call, true);
+    }
+    if (!sent) {
         failed(call, "Redis cannot be reached");
     }
+}
+
+// A response Redis refused for memory: extending a key's TTL needs none, so
+// its claim is kept for idempotency_ttl — pushed out again before every
+// attempt, and left so when the store gives up — and no retry executes the
+// request again before the store lands or idempotency_ttl passes.
+void ScriptCalls::keep_claim(ScriptCall* store) noexcept
+{
+    std::string_view key = key_of(store), ttl = store->args[3];
+    ngx_int_t ttl_ms = ngx_atoi(reinterpret_cast<u_char*>(const_cast<char*>(ttl.data())), ttl.size());
+    if (ttl_ms == NGX_ERROR) {
+        return;
+    }
+    if (!store->kept) {
+        store->kept = true;
+        count(Counter::stores_kept_for_memory);
+        ngx_log_error(NGX_LOG_ERR, log_, 0,
+                      "idempotency: Redis %V is out of memory and refused the response for \"%*s\": its claim is "
+                      "kept for idempotency_ttl (%i ms), so that no retry executes the request again, and the "
+                      "store is tried again", &server_.name, key.size(), key.data(), ttl_ms);
+    }
+    renew(key, store->args[1], static_cast<std::uint64_t>(ttl_ms), Role::keepalive);
 }
 
 // This attempt did not do it, and another may: a lost reply (a fenced
@@ -108,7 +168,7 @@ void ScriptCalls::send(ScriptCall* call) noexcept
 // response renews its claim before each one.
 void ScriptCalls::failed(ScriptCall* call, std::string_view why) noexcept
 {
-    call->leased = false;  // the lease may be over by the next attempt: the script decides
+    call->leased = false;  // every attempt after the first is the fenced script
     if (call->role == Role::keepalive) {
         finish(call);  // the next attempt renews again
         return;
@@ -124,11 +184,14 @@ void ScriptCalls::failed(ScriptCall* call, std::string_view why) noexcept
         abandon(call);
         return;
     }
+    if (keeps_claim && is_out_of_memory(why)) {
+        keep_claim(call);
+    }
     if (!call->retry.next(ngx_current_msec, window, max_delay, wait)) {
         give_up(call);
         return;
     }
-    if (first && call->role != Role::renewal) {
+    if (first && call->role != Role::renewal && !call->kept) {
         std::string_view key = key_of(call);
         ngx_log_error(NGX_LOG_WARN, log_, 0,
                       "idempotency: cannot %s for \"%*s\" on Redis %V now: %*s; trying again for up to %M ms%s",
@@ -147,8 +210,13 @@ void ScriptCalls::on_retry_timer(ngx_event_t* ev)
     ScriptCalls* self = call->owner;
     if (call->role == Role::store) {
         // Ahead of the store on the same connection: the claim lives
-        // another lock_ttl, whatever this attempt meets.
-        self->renew(key_of(call), call->args[1], call->lock_ttl_ms, Role::keepalive);
+        // another lock_ttl (idempotency_ttl once refused for memory),
+        // whatever this attempt meets.
+        if (call->kept) {
+            self->keep_claim(call);
+        } else {
+            self->renew(key_of(call), call->args[1], call->lock_ttl_ms, Role::keepalive);
+        }
     }
     self->send(call);
 }
@@ -161,6 +229,11 @@ void ScriptCalls::give_up(ScriptCall* call) noexcept
                   call->script->purpose, key.size(), key.data(), &server_.name,
                   static_cast<ngx_uint_t>(call->retry.failures),
                   static_cast<ngx_msec_t>(ngx_current_msec - call->retry.started), call->error_len, call->error);
+    if (call->kept) {
+        ngx_log_error(NGX_LOG_ERR, log_, 0,
+                      "idempotency: the claim on \"%*s\" stays until idempotency_ttl: its retries get 409, "
+                      "never a second execution", key.size(), key.data());
+    }
     count_abandoned(call);
     finish(call);
 }
@@ -195,30 +268,43 @@ void ScriptCalls::finish(ScriptCall* call) noexcept
     if (call->next != nullptr) {
         call->next->prev = call->prev;
     }
+    drop_lease(call->lease);
     ngx_free(call->taken);
     ngx_free(call);
 }
 
 void ScriptCalls::leased_stored(ScriptCall* store, const redisReply* reply) noexcept
 {
-    std::string_view key = key_of(store), found;
-    switch (read_leased_store_reply(reply, store->args[1], store->args[2], found)) {
+    std::string_view key = key_of(store);
+    LeasedStoreReply r = read_leased_store_reply(reply, store->args[1], store->args[2]);
+    switch (r.what) {
     case LeasedStore::stored:
-    case LeasedStore::unusable:  // not a reply SET ... GET gives: nothing more to learn
+        break;
+    case LeasedStore::unusable:
+        ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: Redis %V gave an unexpected reply to the store of \"%*s\"",
+                      &server_.name, key.size(), key.data());
         break;
     case LeasedStore::gone:
         ngx_log_error(NGX_LOG_WARN, log_, 0,
                       "idempotency: could not store the response: the claim had expired or was taken over");
         break;
+    case LeasedStore::same_intent:
+        // Redis lost the claim and another request of the same key and
+        // fingerprint executed and stored: either response is a true replay.
+        ngx_log_error(NGX_LOG_ERR, log_, 0,
+                      "idempotency: the claim on \"%*s\" was lost by Redis while its request ran, and another "
+                      "request of the same key and fingerprint executed and stored its response; this response "
+                      "replaces it", key.size(), key.data());
+        break;
     case LeasedStore::not_ours: {
         ngx_log_error(NGX_LOG_ERR, log_, 0,
                       "idempotency: the claim on \"%*s\" was not this request's when its response was stored "
                       "within the claim's lease (Redis lost the claim, or its clock ran ahead): putting back "
-                      "what was there",
+                      "what was there, with the expiry it had",
                       key.size(), key.data());
-        char ttl[NGX_INT64_LEN];
-        size_t ttl_len = decimal(store->lock_ttl_ms, ttl);
-        std::string_view args[] = {key, store->args[2], found, {ttl, ttl_len}};
+        char at[NGX_INT64_LEN];
+        size_t at_len = r.expires_at >= 0 ? decimal(static_cast<std::uint64_t>(r.expires_at), at) : 0;
+        std::string_view args[] = {key, store->args[2], r.found, {at, at_len}};
         call(restore_script, Role::restore, args, 4, store->lock_ttl_ms);
         break;
     }
@@ -270,6 +356,11 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
                       "%s", reply->type == REDIS_REPLY_INTEGER && reply->integer == 1
                                 ? "the other claim is back" : "the key has moved on since");
     } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
+        if (call->lease != nullptr && (call->role == Role::renewal || call->role == Role::keepalive)) {
+            // The claim is gone: Redis lost it, so the lease's argument no
+            // longer holds; the request's store goes fenced.
+            call->lease->revoke();
+        }
         if (call->role != Role::keepalive) {
             ngx_log_error(NGX_LOG_WARN, self->log_, 0,
                           "idempotency: could not %s: the claim had expired or was taken over", script.purpose);

@@ -1,15 +1,19 @@
 // redis/script_calls.hpp — what the Redis store owes Redis once a request
 // has handed it over: a response to store, a key to release, a claim to
-// renew or to put back. Each is a fenced script call (or, for a response
-// within its claim's lease, `SET ... XX GET`: lease.hpp) with its own copy
-// of its arguments, sent again after a lost reply or a transient error
-// (retry.hpp) from a timer, until it lands or its window ends. An exiting
-// worker finishes what it can and abandons the rest (logged and counted).
+// renew or a value to put back. Each is a fenced script call with its own
+// copy of its arguments, sent again after a lost reply or a transient error
+// (retry.hpp) from a timer, until it lands or its window ends. A response
+// chooses how it goes as it leaves: within its claim's lease, `MULTI;
+// PEXPIRETIME; SET ... XX GET; EXEC` (lease.hpp), else the script. A
+// response refused for memory keeps its claim for idempotency_ttl. An
+// exiting worker finishes what it can and abandons the rest (logged and
+// counted).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
+#include "../lease.hpp"
 #include "../owned_args.hpp"
 #include "resp.hpp"
 #include "retry.hpp"
@@ -54,7 +58,9 @@ struct ScriptCall {
     size_t error_len;
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
-    bool leased;     // a store within the claim's lease: SET ... XX GET instead of the script
+    bool leased;     // the attempt in flight is a store within the claim's lease (chosen as it left)
+    bool kept;       // a store refused for memory: its claim is kept for idempotency_ttl
+    Lease* lease;    // a store's or a renewal's claim lease (held), nullptr: none
     char* taken;     // the memory args[2] lies in, taken over from the caller; nullptr: copied
     OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV
 };
@@ -81,15 +87,20 @@ public:
 
     // Sends `script` with KEYS[1] = args[0] and ARGV = the rest (copied,
     // but for args[2] when `take` is the ngx_alloc'd memory it lies in: taken
-    // over, freed when the call is done); `leased`: a store within its
-    // claim's lease, sent first as SET ... XX GET.
+    // over, freed when the call is done); `lease`: a store's first attempt
+    // goes unfenced if it leaves while that holds, a renewal that finds the
+    // claim gone revokes it.
     void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
-              bool leased = false, char* take = nullptr) noexcept;
-    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role) noexcept;
+              Lease* lease = nullptr, char* take = nullptr) noexcept;
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
+               Lease* lease = nullptr) noexcept;
 
 private:
     static std::string_view key_of(const ScriptCall* call) noexcept { return call->args[0]; }
     void send(ScriptCall* call) noexcept;
+    static int script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept;
+    static void render_store(void* data, LateWords& out);
+    void keep_claim(ScriptCall* store) noexcept;
     void failed(ScriptCall* call, std::string_view why) noexcept;
     static void on_retry_timer(ngx_event_t* ev);
     void give_up(ScriptCall* call) noexcept;

@@ -29,13 +29,18 @@ Script renew_script{
     "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
     "renew the claim", {}};
 
-// A store within the lease that found another request's claim (lease.hpp)
-// puts it back, unless the key has moved on since.
+// A store within the lease that overwrote another request's value
+// (lease.hpp) puts it back, unless the key has moved on since: ARGV[1] is
+// the store's record, ARGV[2] the value, ARGV[3] when it expired (Unix ms,
+// by Redis's clock, as PEXPIRETIME read it atomically with the overwrite;
+// empty: never). Its expiry is restored as it was, to the millisecond.
 Script restore_script{
     "local v = redis.call('GET', KEYS[1]) "
-    "if v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end "
+    "if v == ARGV[1] then "
+    "if ARGV[3] == '' then redis.call('SET', KEYS[1], ARGV[2]) "
+    "else redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3]) end return 1 end "
     "if v == ARGV[2] then return 1 end return 0",
-    "put back the claim a store overwrote", {}};
+    "put back the value a store overwrote", {}};
 
 namespace {
 

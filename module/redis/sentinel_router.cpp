@@ -58,7 +58,7 @@ public:
     }
 
     bool command(std::string_view key, int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
-                 void* data, bool queue_while_down) noexcept override
+                 void* data, bool queue_while_down, Late late) noexcept override
     {
         if (closing_) {
             return false;  // worker exit: what the connections fail must not queue again
@@ -67,7 +67,7 @@ public:
             request_lookup();
             return false;  // no master known, and the last lookup found none: answer now
         }
-        OwnedCommand* c = own_command(key, argc, argv, argv_len, handler, data, queue_while_down, log_);
+        OwnedCommand* c = own_command(key, argc, argv, argv_len, handler, data, queue_while_down, late, log_);
         if (c == nullptr) {
             return false;
         }

@@ -65,7 +65,7 @@ public:
 
     // Under the mutex the fence costs nothing: no lease needed.
     void complete(std::string_view key, std::string_view claim, std::string_view record,
-                  std::uint64_t ttl_ms, std::uint64_t, bool, char* take) noexcept override
+                  std::uint64_t ttl_ms, std::uint64_t, Lease*, char* take) noexcept override
     {
         store(key, claim, record, ttl_ms);
         ngx_free(take);  // copied into the zone
@@ -121,7 +121,7 @@ public:
         }
     }
 
-    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Lease* lease) noexcept override
     {
         ngx_rbtree_key_t hash = hash_of(key);
         lock(Section::renew);
@@ -133,6 +133,9 @@ public:
         }
         unlock(Section::renew);
         if (f == Fence::refused) {
+            if (lease != nullptr) {
+                lease->revoke();  // unused by this store, but true
+            }
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                           "idempotency: could not renew the claim: the claim had expired or was taken over");
         }

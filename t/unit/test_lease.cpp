@@ -1,6 +1,8 @@
-// test_lease.cpp — lease.hpp: until when a claim surely holds; and how the
-// Redis store reads the reply to a store sent within it (redis/replies.hpp),
-// parsed by hiredis from RESP bytes.
+// test_lease.cpp — lease.hpp: until when a claim surely holds, and a lease
+// revoked for good; and how the Redis store reads the reply to a store sent
+// within it (redis/replies.hpp), parsed by hiredis from RESP bytes: what it
+// overwrote, until when that would have lived, and whether it meant what
+// ours means.
 #include <gtest/gtest.h>
 
 #include <hiredis/hiredis.h>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "lease.hpp"
+#include "record.hpp"
 #include "redis/replies.hpp"
 
 namespace {
@@ -28,17 +31,56 @@ TEST(Lease, NoLeaseWhenTheMarginEatsTheLockTtl)
     EXPECT_EQ(idem::lease_end(500, 2000, 500), 500u + 1300u);
 }
 
-LeasedStore read(const std::string& resp, std::string* found_out = nullptr)
+TEST(Lease, HoldsUntilItsEndUnlessRevoked)
+{
+    idem::Lease lease{1000, 1, false};
+    EXPECT_TRUE(lease.holds(999));
+    EXPECT_FALSE(lease.holds(1000));
+    lease.revoke();
+    EXPECT_FALSE(lease.holds(0));  // for good: a renewal found the claim gone
+}
+
+idem::Digest digest_of(std::uint8_t b)
+{
+    idem::Digest d{};
+    d.fill(b);
+    return d;
+}
+
+std::string claim_of(std::uint8_t b, const std::string& token = "0123456789abcdef")
+{
+    std::string out(idem::claim_size(token), '\0');
+    out.resize(idem::encode_claim(digest_of(b), token, out.data()));
+    return out;
+}
+
+std::string marker_of(std::uint8_t b)
+{
+    std::string out(idem::unreplayable_size, '\0');
+    out.resize(idem::encode_unreplayable(digest_of(b), 201, out.data()));
+    return out;
+}
+
+std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
+
+// The EXEC's reply to MULTI; PEXPIRETIME; SET ... XX GET; EXEC.
+std::string exec_reply(long long expires_at, const std::string& old_bulk)
+{
+    return "*2\r\n:" + std::to_string(expires_at) + "\r\n" + old_bulk;
+}
+
+idem::redis::LeasedStoreReply read(const std::string& resp, const std::string& claim = "CLAIM",
+                                   std::string* found_out = nullptr)
 {
     redisReader* reader = redisReaderCreate();
     redisReaderFeed(reader, resp.data(), resp.size());
     void* reply = nullptr;
     EXPECT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
     redisReaderFree(reader);
-    std::string_view found;
-    LeasedStore what = idem::redis::read_leased_store_reply(static_cast<redisReply*>(reply), "CLAIM", "RECORD", found);
+    idem::redis::LeasedStoreReply what =
+        idem::redis::read_leased_store_reply(static_cast<redisReply*>(reply), claim, "RECORD");
     if (found_out != nullptr) {
-        found_out->assign(found);
+        found_out->assign(what.found);
     }
     freeReplyObject(reply);
     return what;
@@ -46,30 +88,51 @@ LeasedStore read(const std::string& resp, std::string* found_out = nullptr)
 
 TEST(LeasedStoreReply, OurClaimOrOurRecordMeansStored)
 {
-    EXPECT_EQ(read("$5\r\nCLAIM\r\n"), LeasedStore::stored);
-    EXPECT_EQ(read("$6\r\nRECORD\r\n"), LeasedStore::stored);  // sent again after a lost reply
+    EXPECT_EQ(read(exec_reply(1700000000000, bulk("CLAIM"))).what, LeasedStore::stored);
+    EXPECT_EQ(read(exec_reply(1700000000000, bulk("RECORD"))).what, LeasedStore::stored);  // sent again
 }
 
 TEST(LeasedStoreReply, NilMeansTheClaimWasGoneAndNothingWritten)
 {
-    EXPECT_EQ(read("$-1\r\n"), LeasedStore::gone);
+    EXPECT_EQ(read(exec_reply(-2, "$-1\r\n")).what, LeasedStore::gone);
 }
 
-TEST(LeasedStoreReply, AnythingElseWasAnotherRequestsAndIsHandedBack)
+TEST(LeasedStoreReply, AnotherValueIsPutBackWithTheExpiryItHad)
 {
     std::string found;
-    EXPECT_EQ(read("$5\r\nOTHER\r\n", &found), LeasedStore::not_ours);
+    auto r = read(exec_reply(1700000012345, bulk("OTHER")), "CLAIM", &found);
+    EXPECT_EQ(r.what, LeasedStore::not_ours);
     EXPECT_EQ(found, "OTHER");
-    EXPECT_EQ(read("$6\r\nCLAIMX\r\n"), LeasedStore::not_ours);
+    EXPECT_EQ(r.expires_at, 1700000012345);
+    EXPECT_EQ(read(exec_reply(1, bulk("CLAIMX"))).what, LeasedStore::not_ours);
+    // a value without expiry (PEXPIRETIME -1) is put back without one
+    EXPECT_EQ(read(exec_reply(-1, bulk("OTHER"))).expires_at, -1);
 }
 
-TEST(LeasedStoreReply, ErrorsAndOtherTypesTellNothing)
+TEST(LeasedStoreReply, AnotherRequestsClaimIsPutBackEvenOfOurFingerprint)
 {
-    EXPECT_EQ(read("-OOM command not allowed\r\n"), LeasedStore::unusable);
-    EXPECT_EQ(read(":1\r\n"), LeasedStore::unusable);
-    EXPECT_EQ(read("+OK\r\n"), LeasedStore::unusable);
-    std::string_view found;
-    EXPECT_EQ(idem::redis::read_leased_store_reply(nullptr, "C", "R", found), LeasedStore::unusable);
+    // in flight: its holder may still store, and does so fenced
+    EXPECT_EQ(read(exec_reply(5, bulk(claim_of(7, "another-token-00"))), claim_of(7)).what, LeasedStore::not_ours);
+}
+
+TEST(LeasedStoreReply, AStoredAnswerOfOurFingerprintMeansWhatOursMeans)
+{
+    EXPECT_EQ(read(exec_reply(5, bulk(marker_of(7))), claim_of(7)).what, LeasedStore::same_intent);
+    EXPECT_EQ(read(exec_reply(5, bulk(marker_of(8))), claim_of(7)).what, LeasedStore::not_ours);
+    EXPECT_TRUE(idem::redis::same_intent(claim_of(7), marker_of(7)));
+    EXPECT_FALSE(idem::redis::same_intent(claim_of(7), "not a record"));
+    EXPECT_FALSE(idem::redis::same_intent("not a claim", marker_of(7)));
+}
+
+TEST(LeasedStoreReply, ErrorsAndOtherShapesTellNothing)
+{
+    EXPECT_EQ(read("-OOM command not allowed\r\n").what, LeasedStore::unusable);
+    EXPECT_EQ(read(":1\r\n").what, LeasedStore::unusable);
+    EXPECT_EQ(read("+OK\r\n").what, LeasedStore::unusable);
+    EXPECT_EQ(read("*-1\r\n").what, LeasedStore::unusable);  // EXEC aborted
+    EXPECT_EQ(read("*2\r\n:1\r\n-WRONGTYPE Operation against a key\r\n").what, LeasedStore::unusable);
+    EXPECT_EQ(read("*1\r\n:1\r\n").what, LeasedStore::unusable);
+    EXPECT_EQ(idem::redis::read_leased_store_reply(nullptr, "C", "R").what, LeasedStore::unusable);
 }
 
 }  // namespace

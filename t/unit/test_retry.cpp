@@ -111,3 +111,15 @@ TEST(Retry, AnEmptyWindowGivesUpAtOnce)
     std::uint64_t wait = 0;
     EXPECT_FALSE(retry.next(100, 0, 1000, wait));
 }
+
+TEST(OutOfMemory, OomAsItIsOrReportedByAScript)
+{
+    using idem::redis::is_out_of_memory;
+    EXPECT_TRUE(is_out_of_memory("OOM command not allowed when used memory > 'maxmemory'."));
+    EXPECT_TRUE(is_out_of_memory("ERR Error running script (call to f_0123): @user_script:1: "
+                                 "@user_script: 1: -OOM command not allowed when used memory > 'maxmemory'."));
+    EXPECT_FALSE(is_out_of_memory("LOADING Redis is loading the dataset in memory"));
+    EXPECT_FALSE(is_out_of_memory("ERR OOM"));
+    EXPECT_FALSE(is_out_of_memory("OOMX not a code"));
+    EXPECT_FALSE(is_out_of_memory(""));
+}
