@@ -141,12 +141,14 @@ from-a-file-7786
 location /no-password/ {
     idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT ssl;
     idempotency on;
+    idempotency_scope "";
     idempotency_redis_ssl_verify off;
     return 204;
 }
 location /verified/ {
     idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT ssl password=tls-secret-7787;
     idempotency on;
+    idempotency_scope "";
     idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
     return 204;
 }
