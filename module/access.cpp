@@ -182,7 +182,10 @@ bool derive_key(ngx_http_request_t* r, RequestCtx* ctx, std::string_view key)
     if (spaced == nullptr || ctx->redis_key.data == nullptr) {
         return false;
     }
-    ngx_memcpy(ngx_cpymem(spaced, space.data, space.len), scope.data, scope.len);
+    u_char* end = ngx_cpymem(spaced, space.data, space.len);
+    if (scope.len != 0) {  // an unset scope has no data at all
+        ngx_memcpy(end, scope.data, scope.len);
+    }
     ctx->redis_key.len = derive_redis_key(view(prefix), {reinterpret_cast<char*>(spaced), space.len + scope.len}, key,
                                           reinterpret_cast<char*>(ctx->redis_key.data));
     return ctx->redis_key.len != 0;
