@@ -383,6 +383,7 @@ http {
 $(nginx_common "$d")
     idempotency_redis 127.0.0.1:$REDIS_PORT;
     idempotency_zone zone=bench:1024m;
+    idempotency_scope "";               # one caller: the load generator
 
     upstream backend {
         server 127.0.0.1:$UP_PORT;

@@ -897,6 +897,7 @@ http {
 
     idempotency_redis 127.0.0.1:$REDIS_PORT;
     idempotency_zone zone=stress:16m;
+    idempotency_scope "";               # one caller: the load generator
 
     upstream payments { server 127.0.0.1:$UP_PORT; }
 

@@ -97,16 +97,6 @@ sub in_flight {
 # names), body}.
 sub read_response { IdempotencyTest::read_response(@_) }
 
-# Waits until the error log has a line with $text; true when it has.
-sub logged {
-    my ($text, $secs) = @_;
-    return IdempotencyTest::wait_until(sub {
-        open my $fh, '<', $Test::Nginx::Util::ErrLogFile or return 0;
-        local $/;
-        return index(<$fh> // '', $text) >= 0;
-    }, $secs // 5);
-}
-
 # Replaces the claim under $rkey (on the Redis at $port) with another
 # gateway's claim for the same request: the same fingerprint, another
 # token, for $px ms. Returns it.
@@ -134,7 +124,7 @@ sub late_store {
     my $other = take_over($port, $rkey, 60000);
     my $res = read_response($original);
     Test::More::is($res->{status}, 201, "$key: the original's client gets the upstream's response");
-    logged('could not store the response');
+    IdempotencyTest::error_log_has('could not store the response');
     Test::More::ok(IdempotencyTest::redis_command_at($port, 'GET', $rkey) eq $other,
                    "$key: the other gateway's claim stays, the late response is not stored");
 }
@@ -162,7 +152,7 @@ sub late_release {
     my $other = take_over($port, $rkey, 60000);
     my $res = read_response($original);
     Test::More::is($res->{status}, 500, "$key: the original's client gets the upstream's 500");
-    logged('could not release the key');
+    IdempotencyTest::error_log_has('could not release the key');
     Test::More::ok(IdempotencyTest::redis_command_at($port, 'GET', $rkey) eq $other,
                    "$key: the other gateway's claim is not deleted");
 }
@@ -181,7 +171,7 @@ sub late_renewal {
     my $most = 2500 - int(($asked - $taken) * 1000) + 20;
     Test::More::ok($left > 0 && $left <= $most,
                    "$key: the other gateway's claim is not extended: ${left} ms left, at most $most");
-    logged('could not renew the claim');
+    IdempotencyTest::error_log_has('could not renew the claim');
     read_response($original);
 }
 
@@ -280,7 +270,7 @@ my $first = main::read_response($original);
 Test::More::isnt($other, $pid, 'zone store: the retry is served by the other worker');
 Test::More::is("$second->{status} $second->{headers}{'x-upstream-execution'}", '201 2', 'zone store: the retry runs again');
 Test::More::is("$first->{status} $first->{headers}{'x-upstream-execution'}", '201 1', 'zone store: the original gets its response');
-main::logged('could not store the response');
+IdempotencyTest::error_log_has('could not store the response');
 --- request
 POST /zfence/store?sleep=1
 x
@@ -317,7 +307,7 @@ $main::retry = main::in_flight('/zfence/release?status=500&sleep=2', 'zfence-rel
 main::cont_worker($pid);
 my $first = main::read_response($original);
 Test::More::is($first->{status}, 500, "zone release: the original's client gets the upstream's 500");
-main::logged('could not release the key');
+IdempotencyTest::error_log_has('could not release the key');
 --- request
 POST /zfence/release?status=500&sleep=2
 x

@@ -48,15 +48,6 @@ sub another {
     return IdempotencyTest::read_response($sock)->{status};
 }
 
-sub logged {
-    my ($text, $secs) = @_;
-    return IdempotencyTest::wait_until(sub {
-        open my $fh, '<', $Test::Nginx::Util::ErrLogFile or return 0;
-        local $/;
-        return index(<$fh> // '', $text) >= 0;
-    }, $secs // 5);
-}
-
 sub stored_response {
     my ($port, $rkey) = @_;
     return IdempotencyTest::wait_until(sub {
@@ -107,7 +98,7 @@ sub other_fingerprint {
     my $rkey = IdempotencyTest::redis_key($key);
     my ($theirs, $status, $pttl_before) = lost_claim_then_another_stores($port, $uri, $key, 'y');
     Test::More::is($status, 201, "$key: the original's client gets its response");
-    Test::More::ok(logged('putting back what was there'), "$key: the overwritten response is put back");
+    Test::More::ok(IdempotencyTest::error_log_has('putting back what was there'), "$key: the overwritten response is put back");
     Test::More::ok(IdempotencyTest::wait_until(sub { (IdempotencyTest::redis_command_at($port, 'GET', $rkey) // '') eq $theirs }, 5),
                    "$key: the other request's response is back");
     my $left = IdempotencyTest::redis_command_at($port, 'PTTL', $rkey);
@@ -125,12 +116,12 @@ sub renewal_revokes {
     my $rkey = IdempotencyTest::redis_key($key);
     my $original = original($uri, $key, 'x', 2.2);
     IdempotencyTest::redis_command('DEL', $rkey) or die "no claim under $rkey\n";
-    logged('could not renew the claim', 5) or die "$key: the renewal did not find the claim gone\n";
+    IdempotencyTest::error_log_has('could not renew the claim', 5) or die "$key: the renewal did not find the claim gone\n";
     Test::More::is(another($uri, $key, 'y'), 201, "$key: the other request executes");
     my $theirs = stored_response(IdempotencyTest::redis_port(), $rkey) or die "$key: nothing stored\n";
     IdempotencyTest::redis_command('CONFIG', 'RESETSTAT');
     Test::More::is(IdempotencyTest::read_response($original)->{status}, 201, "$key: the original's client gets its response");
-    Test::More::ok(logged('could not store the response'), "$key: the original's store is refused");
+    Test::More::ok(IdempotencyTest::error_log_has('could not store the response'), "$key: the original's store is refused");
     my $calls = commands(IdempotencyTest::redis_port());
     Test::More::is($calls->{exec} // 0, 0, "$key: no unfenced store was sent");
     Test::More::ok(($calls->{evalsha} // 0) + ($calls->{eval} // 0) >= 1, "$key: the fenced script was");
@@ -161,7 +152,7 @@ sub written_past_lease {
     IdempotencyTest::start_redis();
     my $dir = IdempotencyTest::redis_command('CONFIG', 'GET', 'dir')->[1];
     unlink "$dir/dump.rdb";
-    Test::More::ok(logged('could not store the response', 10), "$key: the store, sent once Redis is back, is refused");
+    Test::More::ok(IdempotencyTest::error_log_has('could not store the response', 10), "$key: the store, sent once Redis is back, is refused");
     my $calls = commands(IdempotencyTest::redis_port());
     Test::More::is($calls->{exec} // 0, 0, "$key: it left as the fenced script, not unfenced");
     Test::More::is(IdempotencyTest::redis_command('GET', $rkey), $other, "$key: the other gateway's claim is untouched");

@@ -15,15 +15,6 @@ use Time::HiRes qw(time sleep);
 test_nginx_defaults();
 run_tests();
 
-sub logged {
-    my ($text, $secs) = @_;
-    return IdempotencyTest::wait_until(sub {
-        open my $fh, '<', $Test::Nginx::Util::ErrLogFile or return 0;
-        local $/;
-        return index(<$fh> // '', $text) >= 0;
-    }, $secs // 5);
-}
-
 sub metric {
     my ($name) = @_;
     my $sock = IdempotencyTest::send_request("GET /metrics HTTP/1.0\r\n\r\n");
@@ -64,12 +55,12 @@ sub full_redis {
     IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', $full - 65_536);
     Test::More::ok($keys > 1, "a flood of $keys new keys filled Redis while the request was in flight");
     Test::More::is(IdempotencyTest::read_response($sock)->{status}, 201, 'the original is answered');
-    Test::More::ok(logged('is out of memory and refused the response'), 'the refusal is logged');
+    Test::More::ok(IdempotencyTest::error_log_has('is out of memory and refused the response'), 'the refusal is logged');
     my $pttl = IdempotencyTest::redis_command('PTTL', $rkey);
     Test::More::ok($pttl > 3_000_000, "the claim is kept for idempotency_ttl: $pttl ms left");
     my $retry = IdempotencyTest::nginx_post("$uri?sleep=1", $key);
     Test::More::ok($retry == 409 || $retry == 503, "a retry meanwhile gets 409, or 503 while Redis is full: $retry");
-    Test::More::ok(logged('gave up trying to store the response', 30), 'the store gives up (its window: 20 s)');
+    Test::More::ok(IdempotencyTest::error_log_has('gave up trying to store the response', 30), 'the store gives up (its window: 20 s)');
     Test::More::is(IdempotencyTest::stored_kind($rkey), 'claim', 'the claim stays');
     Test::More::ok(IdempotencyTest::redis_command('PTTL', $rkey) > 3_000_000, 'for idempotency_ttl');
     for my $i (1 .. $keys) {

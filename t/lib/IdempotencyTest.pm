@@ -43,6 +43,9 @@
 #                             virtual server "localhost", Test::Nginx's
 #                             server_name; a server block without a name is
 #                             named by its first listen address)
+#   error_log_has($text, [$secs])
+#                             (not exported) waits until nginx's error log
+#                             has a line with $text; true when it has
 #   stored_kind($redis_key)   what the module keeps there: undef, 'claim',
 #                             'response', 'unreplayable' or 'foreign'
 #   send_request($raw)        writes a raw HTTP request to the nginx under
@@ -792,6 +795,17 @@ sub redis_key {
     require Digest::SHA;
     my $spaced = length($server) . ':' . $server . $scope;
     return $prefix . Digest::SHA::sha256_hex(length($spaced) . ':' . $spaced . $key);
+}
+
+# Waits (default 5 s) until nginx's error log has a line with $text; true
+# when it has. The log is Test::Nginx's, looked up when called.
+sub error_log_has {
+    my ($text, $secs) = @_;
+    return wait_until(sub {
+        open my $fh, '<', $Test::Nginx::Util::ErrLogFile or return 0;
+        local $/;
+        return index(<$fh> // '', $text) >= 0;
+    }, $secs // 5);
 }
 
 sub stored_kind {
