@@ -58,6 +58,8 @@ struct RedisServer {
 
 struct MainConf {
     ngx_array_t servers;  // of RedisServer*
+    const void* unnamed_server;  // the first server block without server_name that protects requests
+    bool warned_unnamed;         // nginx -t said a second one shares its key space
 };
 
 struct LocConf {

@@ -198,30 +198,33 @@ char* set_release_statuses(ngx_conf_t* cf, ngx_command_t*, void* conf)
 // ---------------------------------------------------------- configuration
 
 // What names the virtual server in every store key: its first server_name,
-// or, when it has none, its first listen address. Two server blocks with the
-// same first name (a site's http and https blocks) share one key space.
+// the same on every gateway of a fleet. Server blocks with the same first
+// name (a site's http and https blocks) share one key space; so do those
+// without a name, which is why nginx -t warns when two of them protect
+// requests.
 ngx_str_t server_identity(ngx_conf_t* cf)
 {
     auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module));
-    if (cscf->server_name.len != 0) {
-        return cscf->server_name;
+    return cscf->server_name;
+}
+
+void warn_unnamed_servers(ngx_conf_t* cf, const LocConf* conf)
+{
+    auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module));
+    auto* mcf = static_cast<MainConf*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_idempotency_module));
+    if (!conf->enable || cscf->server_name.len != 0 || mcf->warned_unnamed) {
+        return;
     }
-    auto* cmcf = static_cast<ngx_http_core_main_conf_t*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module));
-    if (cmcf->ports != nullptr) {
-        auto* ports = static_cast<ngx_http_conf_port_t*>(cmcf->ports->elts);
-        for (ngx_uint_t p = 0; p < cmcf->ports->nelts; p++) {
-            auto* addrs = static_cast<ngx_http_conf_addr_t*>(ports[p].addrs.elts);
-            for (ngx_uint_t a = 0; a < ports[p].addrs.nelts; a++) {
-                auto* servers = static_cast<ngx_http_core_srv_conf_t**>(addrs[a].servers.elts);
-                for (ngx_uint_t s = 0; s < addrs[a].servers.nelts; s++) {
-                    if (servers[s] == cscf) {
-                        return addrs[a].opt.addr_text;
-                    }
-                }
-            }
-        }
+    if (mcf->unnamed_server == nullptr) {
+        mcf->unnamed_server = cscf;
+        return;
     }
-    return ngx_null_string;
+    if (mcf->unnamed_server != cscf) {
+        mcf->warned_unnamed = true;
+        ngx_log_error(NGX_LOG_WARN, cf->log, 0,
+                      "\"idempotency on\" in server blocks without \"server_name\": their keys share one key space; "
+                      "give each server block a \"server_name\" for keys of its own");
+    }
 }
 
 // "N:" + the identity: composed with the scope, the space cannot be confused
@@ -321,6 +324,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     warn_without_scope(cf, conf);
+    warn_unnamed_servers(cf, conf);
     ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
     ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);

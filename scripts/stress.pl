@@ -1206,8 +1206,8 @@ sub scenario1 {
         my $failures = metrics_value($ng->{port}, 'idempotency_redis_tls_failures_total') // -1;
         fail($sc, "idempotency_redis_tls_failures_total is $failures, expected 0") if $failures != 0;
         require Digest::SHA;
-        # the store key: the virtual server (unnamed here: its listen address), then the key
-        my $spaced = length("127.0.0.1:$ng->{port}") . ":127.0.0.1:$ng->{port}";
+        # the store key: the virtual server (unnamed here: ""), the scope (""), then the key
+        my $spaced = '0:';
         my $record = eval {
             redis_command_at($TLS_REDIS_PORT, 'GET', 'idem:' . Digest::SHA::sha256_hex(length($spaced) . ":$spaced$key"))
         };

@@ -2,14 +2,16 @@
 # meet; a location with `idempotency on` and no idempotency_scope anywhere is
 # warned about when nginx loads the configuration (callers of the server
 # share its space), `idempotency_scope ""` says "one shared space" on
-# purpose; a replay carries Set-Cookie as the original had it, the scope
-# keeping it to its caller.
+# purpose; server blocks without server_name share a space, and nginx -t
+# says so when two of them protect requests; a replay carries Set-Cookie as
+# the original had it, the scope keeping it to its caller.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
 use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_SECOND_PORT} = IdempotencyTest::free_port();
+$ENV{TEST_NGINX_THIRD_PORT} = IdempotencyTest::free_port();
 
 # POSTs "x" with the key to nginx's second listener; returns the status.
 sub post_at_second {
@@ -159,3 +161,32 @@ location /caller/ {
  qr/\r\nSet-Cookie: c1=v1\r\nSet-Cookie: c2=v2\r\n(?!.*Idempotent-Replayed)/s]
 --- response_headers eval
 ["X-Upstream-Execution: 1", "X-Upstream-Execution: 1", "X-Upstream-Execution: 2"]
+
+
+=== TEST 6: two protecting server blocks without server_name share one key space: nginx warns
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+idempotency_scope "";
+server {
+    listen 127.0.0.1:$TEST_NGINX_SECOND_PORT;
+    location / {
+        idempotency on;
+        proxy_pass http://backend;
+    }
+}
+server {
+    listen 127.0.0.1:$TEST_NGINX_THIRD_PORT;
+    location / {
+        idempotency on;
+        proxy_pass http://backend;
+    }
+}
+--- config
+location /probe {
+    return 204;
+}
+--- request
+GET /probe
+--- error_code: 204
+--- error_log eval
+qr/\[warn\] .*"idempotency on" in server blocks without "server_name": their keys share one key space; give each server block a "server_name"/

@@ -41,8 +41,7 @@
 #                             the Redis key the module derives for a client
 #                             key (default scope "", prefix "idem:", and the
 #                             virtual server "localhost", Test::Nginx's
-#                             server_name; a server block without a name is
-#                             named by its first listen address)
+#                             server_name; '' for a server block without one)
 #   error_log_has($text, [$secs])
 #                             (not exported) waits until nginx's error log
 #                             has a line with $text; true when it has
