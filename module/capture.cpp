@@ -1,16 +1,20 @@
 // capture.cpp — records the response of a request that holds a claim, as it
 // streams to the client, and hands it to the claim when the last byte has
-// passed. Its filters sit right below nginx's postpone filter (see config):
-// what they record is what the client gets, after every filter that changes
-// a response (SSI and the subrequests it includes, sub_filter, addition,
-// charset, add_header, expires) and before gzip, ranges and the framing; a
-// replay enters the chain at the same point (replay.cpp), so those filters
-// run once per key, on the original. The header filter decides what becomes of the response
-// (disposition.hpp, from upstream_attempts.hpp's facts); the body filter
-// appends the bytes into the record buffer in place, read from a temporary
-// file where nginx parked them. When the client goes away first the
-// response is still captured (client_gone.cpp): the body filter swallows
-// what would have been sent.
+// passed. The module has filters at two points of nginx's chain (config):
+//   - the upper point, right below the not-modified filter, above every
+//     filter that changes a response: there the capture decides what
+//     becomes of the response (disposition.hpp, from upstream_attempts.hpp's
+//     facts) before add_header sees $idempotency_status, notes which headers
+//     the response has, and sends a replay's body on to the lower point;
+//   - the lower point, right below the postpone filter and above gzip,
+//     ranges and the framing: there the response is recorded as the client
+//     gets it (after SSI and the subrequests it includes, addition,
+//     sub_filter, charset), its headers as capture_headers.cpp reads them.
+// When no filter in between takes the body in hand, the body is recorded at
+// the upper point instead, as it comes. The bytes go into the record buffer
+// in place, read from a temporary file where nginx parked them. When the
+// client goes away first the response is still captured (client_gone.cpp):
+// the body filter swallows what would have been sent.
 // Must not touch: the request's response itself — the client sees it unchanged.
 
 #include "capture.hpp"
@@ -18,6 +22,7 @@
 #include <cstring>
 
 #include "claim.hpp"
+#include "capture_headers.hpp"
 #include "client_gone.hpp"
 #include "disposition.hpp"
 #include "send.hpp"
@@ -34,89 +39,6 @@ ngx_http_output_header_filter_pt upper_next_header_filter;
 ngx_http_output_body_filter_pt upper_next_body_filter;
 
 constexpr size_t initial_body_capacity = 16 * 1024;
-
-// Headers that describe this connection or this moment, not the response:
-// a replay gets its own.
-bool is_fresh_per_response(const ngx_str_t& name)
-{
-    static const ngx_str_t names[] = {
-        ngx_string("connection"),     ngx_string("keep-alive"),        ngx_string("transfer-encoding"),
-        ngx_string("te"),             ngx_string("trailer"),           ngx_string("upgrade"),
-        ngx_string("proxy-connection"), ngx_string("date"),            ngx_string("server"),
-        ngx_string("content-length"), ngx_string("idempotent-replayed"),
-    };
-    for (const auto& n : names) {
-        if (name.len == n.len && ngx_strncasecmp(name.data, n.data, n.len) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-bool push_header(RequestCtx* ctx, std::string_view name, std::string_view value)
-{
-    auto* h = static_cast<Header*>(ngx_array_push(&ctx->headers));
-    if (h == nullptr) {
-        return false;
-    }
-    h->name = name;
-    h->value = value;
-    return true;
-}
-
-bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
-{
-    if (ngx_array_init(&ctx->headers, r->pool, 8, sizeof(Header)) != NGX_OK) {
-        return false;
-    }
-    ngx_http_headers_out_t& out = r->headers_out;
-    if (out.content_type.len) {
-        ngx_str_t type = out.content_type;
-        if (out.content_type_len == out.content_type.len && out.charset.len) {
-            // nginx appends the charset when it sends; keep what the client saw
-            type.data = static_cast<u_char*>(ngx_pnalloc(r->pool, out.content_type.len + 10 + out.charset.len));
-            if (type.data == nullptr) {
-                return false;
-            }
-            type.len = static_cast<size_t>(ngx_sprintf(type.data, "%V; charset=%V", &out.content_type, &out.charset) - type.data);
-        }
-        if (!push_header(ctx, "Content-Type", view(type))) {
-            return false;
-        }
-    }
-
-    if (out.last_modified == nullptr && out.last_modified_time != -1) {
-        // a file's date (static, X-Accel-Redirect): nginx writes the header
-        // from the time alone
-        auto* date = static_cast<u_char*>(ngx_pnalloc(r->pool, sizeof("Mon, 28 Sep 1970 06:00:00 GMT") - 1));
-        if (date == nullptr) {
-            return false;
-        }
-        size_t len = static_cast<size_t>(ngx_http_time(date, out.last_modified_time) - date);
-        if (!push_header(ctx, "Last-Modified", {reinterpret_cast<char*>(date), len})) {
-            return false;
-        }
-    }
-
-    // the headers the response had at the upper point, as the filters in
-    // between left them (expires rewrites them, gunzip drops
-    // Content-Encoding with the encoding); those the filters added
-    // (add_header, expires, userid) are added again to every replay, but for
-    // a Content-Encoding, which says what the recorded body is
-    bool ok = true;
-    ngx_uint_t index = 0;
-    for_each_header(out.headers, [&](ngx_table_elt_t& h) {
-        bool added = index++ >= ctx->upper_headers;
-        if (added && &h != out.content_encoding) {
-            return true;
-        }
-        if (h.hash != 0 && !is_fresh_per_response(h.key)) {
-            ok = push_header(ctx, view(h.key), view(h.value));
-        }
-        return ok;
-    });
-    return ok;
-}
 
 // The record is built in memory of its own (not r->pool), so that the
 // store can take it over instead of copying it.
@@ -190,34 +112,6 @@ void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
         return;
     }
     ctx->body_size += static_cast<size_t>(size);
-}
-
-// How nginx treats the response, for the replay to be treated alike.
-std::uint8_t response_flags(const ngx_http_request_t* r) noexcept
-{
-    return static_cast<std::uint8_t>((r->allow_ranges ? allow_ranges : 0) | (r->single_range ? single_range : 0)
-                                     | (r->expect_trailers ? expect_trailers : 0));
-}
-
-// The trailers the upstream sent (gRPC's grpc-status); add_trailer's are
-// added below the capture, to the replay as to the original.
-bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out)
-{
-    if (ngx_array_init(&out, r->pool, 2, sizeof(Header)) != NGX_OK) {
-        return false;
-    }
-    bool ok = true;
-    for_each_header(r->headers_out.trailers, [&](ngx_table_elt_t& h) {
-        if (h.hash != 0) {
-            auto* t = static_cast<Header*>(ngx_array_push(&out));
-            ok = t != nullptr;
-            if (ok) {
-                *t = {view(h.key), view(h.value)};
-            }
-        }
-        return ok;
-    });
-    return ok;
 }
 
 // The last byte has passed: store the record (or the marker of a response
@@ -294,7 +188,8 @@ std::uint8_t body_flags(const ngx_http_request_t* r) noexcept
 
 ngx_int_t header_filter(ngx_http_request_t* r)
 {
-    RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
+    // the upper filter found the context (find_ctx) for this header already
+    auto* ctx = r == r->main ? static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module)) : nullptr;
     if (ctx == nullptr || !ctx->capturing || ctx->response_status == 0 || ctx->headers.elts != nullptr) {
         return next_header_filter(r);
     }

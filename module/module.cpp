@@ -9,6 +9,7 @@
 #include "capture.hpp"
 #include "request_ctx.hpp"
 #include "conf_util.hpp"
+#include "key_space.hpp"
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"
 #include "redis/redis_store.hpp"
@@ -197,66 +198,6 @@ char* set_release_statuses(ngx_conf_t* cf, ngx_command_t*, void* conf)
 
 // ---------------------------------------------------------- configuration
 
-// What names the virtual server in every store key: its first server_name,
-// the same on every gateway of a fleet. Server blocks with the same first
-// name (a site's http and https blocks) share one key space; so do those
-// without a name, which is why nginx -t warns when two of them protect
-// requests.
-ngx_str_t server_identity(ngx_conf_t* cf)
-{
-    auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module));
-    return cscf->server_name;
-}
-
-void warn_unnamed_servers(ngx_conf_t* cf, const LocConf* conf)
-{
-    auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module));
-    auto* mcf = static_cast<MainConf*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_idempotency_module));
-    if (!conf->enable || cscf->server_name.len != 0 || mcf->warned_unnamed) {
-        return;
-    }
-    if (mcf->unnamed_server == nullptr) {
-        mcf->unnamed_server = cscf;
-        return;
-    }
-    if (mcf->unnamed_server != cscf) {
-        mcf->warned_unnamed = true;
-        ngx_log_error(NGX_LOG_WARN, cf->log, 0,
-                      "\"idempotency on\" in server blocks without \"server_name\": their keys share one key space; "
-                      "give each server block a \"server_name\" for keys of its own");
-    }
-}
-
-// "N:" + the identity: composed with the scope, the space cannot be confused
-// with part of it.
-bool set_key_space(ngx_conf_t* cf, LocConf* conf)
-{
-    ngx_str_t identity = server_identity(cf);
-    conf->key_space.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, NGX_SIZE_T_LEN + 1 + identity.len));
-    if (conf->key_space.data == nullptr) {
-        return false;
-    }
-    conf->key_space.len = static_cast<size_t>(ngx_sprintf(conf->key_space.data, "%uz:%V", identity.len, &identity)
-                                              - conf->key_space.data);
-    return true;
-}
-
-// `idempotency on` with no idempotency_scope anywhere above: callers of the
-// virtual server share its key space. Said once per location.
-void warn_without_scope(ngx_conf_t* cf, const LocConf* conf)
-{
-    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module));
-    if (!conf->enable || conf->scope != nullptr || clcf->name.len == 0 || clcf->noname) {
-        return;
-    }
-    ngx_log_error(NGX_LOG_WARN, cf->log, 0,
-                  "\"idempotency on\" in location \"%V\" without \"idempotency_scope\": every caller of this server "
-                  "shares one key space, so a caller who sends another's key gets that caller's response, Set-Cookie included; set "
-                  "\"idempotency_scope\" to a stable caller identity ($remote_user, $ssl_client_s_dn, a variable "
-                  "set by auth_request_set), or to \"\" to share the space on purpose",
-                  &clcf->name);
-}
-
 void* create_main_conf(ngx_conf_t* cf)
 {
     auto* mcf = static_cast<MainConf*>(ngx_pcalloc(cf->pool, sizeof(MainConf)));
@@ -320,11 +261,9 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_msec_value(conf->lock_ttl, prev->lock_ttl, 30 * 1000);
     ngx_conf_merge_msec_value(conf->wait, prev->wait, 0);
     ngx_conf_merge_ptr_value(conf->scope, prev->scope, nullptr);
-    if (!set_key_space(cf, conf)) {
+    if (!merge_key_space(cf, conf)) {
         return static_cast<char*>(NGX_CONF_ERROR);
     }
-    warn_without_scope(cf, conf);
-    warn_unnamed_servers(cf, conf);
     ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
     ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);

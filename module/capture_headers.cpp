@@ -1,0 +1,123 @@
+// capture_headers.cpp — see capture_headers.hpp.
+
+#include "capture_headers.hpp"
+
+#include "send.hpp"
+
+namespace idem {
+namespace {
+
+// Headers that describe this connection or this moment, not the response:
+// a replay gets its own.
+bool is_fresh_per_response(const ngx_str_t& name)
+{
+    static const ngx_str_t names[] = {
+        ngx_string("connection"),     ngx_string("keep-alive"),        ngx_string("transfer-encoding"),
+        ngx_string("te"),             ngx_string("trailer"),           ngx_string("upgrade"),
+        ngx_string("proxy-connection"), ngx_string("date"),            ngx_string("server"),
+        ngx_string("content-length"), ngx_string("idempotent-replayed"),
+    };
+    for (const auto& n : names) {
+        if (name.len == n.len && ngx_strncasecmp(name.data, n.data, n.len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool push_header(RequestCtx* ctx, std::string_view name, std::string_view value)
+{
+    auto* h = static_cast<Header*>(ngx_array_push(&ctx->headers));
+    if (h == nullptr) {
+        return false;
+    }
+    h->name = name;
+    h->value = value;
+    return true;
+}
+
+}  // namespace
+
+bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
+{
+    if (ngx_array_init(&ctx->headers, r->pool, 8, sizeof(Header)) != NGX_OK) {
+        return false;
+    }
+    ngx_http_headers_out_t& out = r->headers_out;
+    if (out.content_type.len) {
+        ngx_str_t type = out.content_type;
+        if (out.content_type_len == out.content_type.len && out.charset.len) {
+            // nginx appends the charset when it sends; keep what the client saw
+            type.data = static_cast<u_char*>(ngx_pnalloc(r->pool, out.content_type.len + 10 + out.charset.len));
+            if (type.data == nullptr) {
+                return false;
+            }
+            type.len = static_cast<size_t>(ngx_sprintf(type.data, "%V; charset=%V", &out.content_type, &out.charset) - type.data);
+        }
+        if (!push_header(ctx, "Content-Type", view(type))) {
+            return false;
+        }
+    }
+
+    if (out.last_modified == nullptr && out.last_modified_time != -1) {
+        // a file's date (static, X-Accel-Redirect): nginx writes the header
+        // from the time alone
+        auto* date = static_cast<u_char*>(ngx_pnalloc(r->pool, sizeof("Mon, 28 Sep 1970 06:00:00 GMT") - 1));
+        if (date == nullptr) {
+            return false;
+        }
+        size_t len = static_cast<size_t>(ngx_http_time(date, out.last_modified_time) - date);
+        if (!push_header(ctx, "Last-Modified", {reinterpret_cast<char*>(date), len})) {
+            return false;
+        }
+    }
+
+    // the headers the response had at the upper point, as the filters in
+    // between left them (expires rewrites them, gunzip drops
+    // Content-Encoding with the encoding); those the filters added
+    // (add_header, expires, userid) are added again to every replay, but for
+    // a Content-Encoding, which says what the recorded body is
+    bool ok = true;
+    ngx_uint_t index = 0;
+    for_each_header(out.headers, [&](ngx_table_elt_t& h) {
+        bool added = index++ >= ctx->upper_headers;
+        if (added && &h != out.content_encoding) {
+            return true;
+        }
+        if (h.hash != 0 && !is_fresh_per_response(h.key)) {
+            ok = push_header(ctx, view(h.key), view(h.value));
+        }
+        return ok;
+    });
+    return ok;
+}
+
+// How nginx treats the response, for the replay to be treated alike.
+std::uint8_t response_flags(const ngx_http_request_t* r) noexcept
+{
+    return static_cast<std::uint8_t>((r->allow_ranges ? allow_ranges : 0) | (r->single_range ? single_range : 0)
+                                     | (r->expect_trailers ? expect_trailers : 0));
+}
+
+// The trailers the upstream sent (gRPC's grpc-status); add_trailer's are
+// added below the capture, to the replay as to the original.
+bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out)
+{
+    if (ngx_array_init(&out, r->pool, 2, sizeof(Header)) != NGX_OK) {
+        return false;
+    }
+    bool ok = true;
+    for_each_header(r->headers_out.trailers, [&](ngx_table_elt_t& h) {
+        if (h.hash != 0) {
+            auto* t = static_cast<Header*>(ngx_array_push(&out));
+            ok = t != nullptr;
+            if (ok) {
+                *t = {view(h.key), view(h.value)};
+            }
+        }
+        return ok;
+    });
+    return ok;
+}
+
+}  // namespace idem

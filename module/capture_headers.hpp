@@ -1,0 +1,26 @@
+// capture_headers.hpp — what the capture records besides the body: the
+// response's headers as the client gets them, its trailers, and how nginx
+// treats it (capture_headers.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "request_ctx.hpp"
+
+namespace idem {
+
+// Fills ctx->headers: Content-Type as sent (with nginx's charset), a file's
+// Last-Modified, and the list entries the response had at the upper filter
+// point (plus a Content-Encoding a filter added), without those that
+// describe the connection or the moment. False when out of memory.
+bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx);
+
+// The trailers in r->headers_out.trailers, as Header views. False when out
+// of memory.
+bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out);
+
+// How nginx treats the response (record.hpp's flags), for the replay to be
+// treated alike.
+std::uint8_t response_flags(const ngx_http_request_t* r) noexcept;
+
+}  // namespace idem
