@@ -1,5 +1,6 @@
 // fuzz_key.cpp — libFuzzer target: idem::parse_key on arbitrary header
-// values, checked against a plain reference reading of SPEC rule 3 and for
+// values, checked against a plain reference reading of docs/design.md#key-syntax
+// and for
 // round trips through both spellings; idem::derive_redis_key on the same
 // bytes split into prefix, scope and key.
 //

@@ -1,5 +1,5 @@
 // decide.hpp — what the record found under a key means for the request
-// that claims it (SPEC rules 4-7, 9, 10). Pure: knows neither nginx nor
+// that claims it (docs/design.md, rules). Pure: knows neither nginx nor
 // Redis; each store turns what it finds into these terms (a free key that
 // is now ours is Outcome::fresh without asking here).
 #pragma once

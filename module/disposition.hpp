@@ -1,8 +1,9 @@
 // disposition.hpp — what becomes of a claimed request's response: stored
 // for replay, the key released so that a retry runs again, or the key kept
 // as unreplayable (410) because an upstream may have executed the request
-// but the answer the client got cannot stand for it (SPEC rules 8 and 9,
-// "The request is followed"). Pure: capture.cpp gathers the facts from
+// but the answer the client got cannot stand for it (docs/design.md#not-executed,
+// #unreplayable,
+// #redirects-followed). Pure: capture.cpp gathers the facts from
 // nginx's record of the upstream attempts.
 #pragma once
 

@@ -1,5 +1,5 @@
 // fingerprint.hpp — SHA-256 over what makes a request "the same request":
-// method, raw request URI and body bytes (SPEC rule 6). Bodies are fed in
+// method, raw request URI and body bytes (docs/design.md#mismatch). Bodies are fed in
 // chunks as they are found (memory buffers or temporary file reads).
 // Pure: knows nothing of nginx.
 #pragma once

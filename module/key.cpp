@@ -1,4 +1,4 @@
-// key.cpp — SPEC rule 3: the Idempotency-Key header value in bare or
+// key.cpp — docs/design.md#key-syntax: the Idempotency-Key header value in bare or
 // RFC 8941 sf-string form, and the Redis key derived from it.
 #include "key.hpp"
 

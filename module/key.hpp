@@ -1,5 +1,5 @@
 // key.hpp — the client's idempotency key: parsing and validation of the
-// header value (SPEC rule 3) and derivation of the Redis key from it.
+// header value (docs/design.md#key-syntax) and derivation of the Redis key from it.
 // Pure: knows nothing of nginx or Redis I/O.
 #pragma once
 

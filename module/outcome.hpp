@@ -1,7 +1,7 @@
 // outcome.hpp — what a request gets from the module: one name for it
 // ($idempotency_status, the metrics' outcome label, the debug trace) and
 // one table from it to what is sent (the HTTP status, Retry-After and the
-// problem document of SPEC's error answers). Pure: knows nothing of nginx.
+// problem document of the module's own answers, docs/design.md#problem-answers). Pure: knows nothing of nginx.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ enum class Outcome : std::uint8_t {
     invalid,       // 400: the key is malformed
     missing,       // 400: the location requires a key
     unavailable,   // 503, or forwarded with idempotency_fail_open: the store cannot say
-    released,      // forwarded, and the key freed again (SPEC rule 10)
+    released,      // forwarded, and the key freed again (docs/design.md#not-executed)
     unreplayable,  // 410: executed, and its response cannot be replayed
     unverifiable,  // 410: the stored record does not open (encryption at rest)
 };

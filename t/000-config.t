@@ -1,6 +1,6 @@
 # Configuration errors are refused when nginx loads the configuration, with a
 # message naming the directive; a Redis server that is down at start-up is
-# not a configuration error (SPEC "Configuration").
+# not a configuration error (docs/design.md#configuration-checks).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
@@ -11,7 +11,7 @@ run_tests();
 
 __DATA__
 
-=== TEST 1: every directive of the SPEC is accepted with valid values
+=== TEST 1: every directive is accepted with valid values
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT db=0;
 idempotency_redis_timeout 500ms;

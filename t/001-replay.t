@@ -1,6 +1,7 @@
 # The first request with a key goes upstream; every retry gets its response
 # back byte for byte, with Idempotent-Replayed: true, and the upstream is
-# not contacted again (SPEC rules 4 and 5).
+# not contacted again (docs/design.md#first-execution,
+# #replay).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

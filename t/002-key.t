@@ -1,6 +1,7 @@
 # The idempotency key: a request without one passes through (or gets 400 when
 # required), an invalid one gets 400, and the bare and quoted (RFC 8941
-# sf-string) spellings of a key name the same key (SPEC rules 2 and 3).
+# sf-string) spellings of a key name the same key (docs/design.md#no-key,
+# #key-syntax).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

@@ -1,6 +1,6 @@
 # The same key with a different request is refused with 422: the fingerprint
 # covers the method, the raw URI (path and query) and every byte of the body,
-# in memory, in a temporary file or de-chunked (SPEC rule 6).
+# in memory, in a temporary file or de-chunked (docs/design.md#mismatch).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

@@ -1,7 +1,7 @@
 # A duplicate that arrives while the original is still running upstream gets
 # 409 with Retry-After (or, with idempotency_wait, waits for the original and
 # gets its replay); once the original is done, retries get the replay
-# (SPEC rule 7).
+# (docs/design.md#in-flight).
 #
 # The original is sent from `--- init` (on a socket kept open, so its client
 # stays); blocks without `--- config` run on the same nginx, so the original

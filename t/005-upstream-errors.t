@@ -1,7 +1,7 @@
 # What happens to the key when the upstream fails: a 5xx is not stored and
 # the key is released so a retry runs again (unless idempotency_store_errors
 # is on); a request that never reached the upstream always releases; a 4xx
-# is a real answer and is stored (SPEC rule 8).
+# is a real answer and is stored (docs/design.md#not-executed).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

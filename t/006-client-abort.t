@@ -1,7 +1,7 @@
-# The case the module exists for (SPEC rule 4): the client goes away before
+# The case the module exists for (docs/design.md#first-execution): the client goes away before
 # it has the response; the upstream exchange still runs to its end, the
 # response is stored, and the client's retry gets the replay instead of a
-# second execution. The configuration is the SPEC's, with no proxy directive
+# second execution. The configuration is the README's, with no proxy directive
 # added for it (no proxy_ignore_client_abort).
 use FindBin;
 use lib "$FindBin::Bin/lib";

@@ -1,7 +1,7 @@
 # When Redis cannot be used (unreachable, slower than idempotency_redis_timeout,
 # answering an error) a protected request gets 503 with Retry-After and is
 # not forwarded, or is forwarded unprotected with idempotency_fail_open on;
-# the module reconnects by itself when Redis is back (SPEC rule 10).
+# the module reconnects by itself when Redis is back (docs/design.md#store-unavailable).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

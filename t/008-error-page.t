@@ -1,7 +1,7 @@
 # An API with its own error shape replaces the module's problem+json answers
 # the nginx way, with error_page: the status is kept, $idempotency_status is
-# available in the error page, and so is Retry-After (SPEC "Every error the
-# module produces itself").
+# available in the error page, and so is Retry-After 
+# (docs/design.md#problem-answers).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

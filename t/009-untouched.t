@@ -1,4 +1,4 @@
-# What the module leaves alone (SPEC rule 1): methods it does not protect,
+# What the module leaves alone (docs/design.md#untouched): methods it does not protect,
 # locations with idempotency off, subrequests; $idempotency_status is empty
 # there. And how keys are namespaced: idempotency_scope keeps callers apart,
 # idempotency_key_prefix names the Redis keys.

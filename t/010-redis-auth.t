@@ -1,6 +1,6 @@
 # idempotency_redis credentials and database: AUTH (ACL user and password)
 # and SELECT run on every new connection; a refused handshake is logged and
-# requests get 503 (SPEC: idempotency_redis, rule 10).
+# requests get 503 (docs/design.md#store-unavailable).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

@@ -1,7 +1,7 @@
 # idempotency_wait: a duplicate of an in-flight original waits for it, then
 # gets the replay ($idempotency_status "waited"); when the wait runs out it
 # gets 409; when the original is released (5xx) the duplicate executes
-# (SPEC rule 7).
+# (docs/design.md#in-flight).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

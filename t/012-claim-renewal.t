@@ -1,6 +1,6 @@
 # idempotency_lock_ttl: the claim of an original that is still running is
 # renewed, so an upstream slower than the lock never lets a duplicate run
-# (SPEC guarantees; idempotency_lock_ttl).
+# (docs/design.md#at-most-once).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

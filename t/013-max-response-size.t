@@ -1,6 +1,6 @@
 # idempotency_max_response_size: a larger response reaches the client in
 # full but is not stored; its retries get 410, never a second execution
-# (SPEC rule 9).
+# (docs/design.md#unreplayable).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

@@ -1,7 +1,8 @@
 # What happens when the exchange with the upstream fails, by one rule: never
 # execute twice silently. A request that never left frees its key; a request
 # the upstream got but whose response never completed keeps it (retries get
-# 410); the upstream's own 5xx frees it (SPEC rules 8 and 9, issue 3).
+# 410); the upstream's own 5xx frees it (docs/design.md#not-executed,
+# #unreplayable).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

@@ -1,5 +1,5 @@
 # Redis answering errors, and replies that arrive in many small pieces
-# (SPEC rule 10, issue 3): an error reply to the claim is a 503 with nothing
+# (docs/design.md#store-unavailable): an error reply to the claim is a 503 with nothing
 # forwarded; a flushed script cache is reloaded by itself; a reply split
 # across many reads is parsed as one.
 use FindBin;

@@ -1,6 +1,6 @@
 # idempotency_key: the key taken from any nginx variable instead of a header,
 # so at-least-once deliveries that carry their own id (webhooks, a request id
-# in the query string) are executed once (issue 5).
+# in the query string) are executed once.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

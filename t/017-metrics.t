@@ -1,6 +1,6 @@
 # idempotency_metrics: Prometheus text with requests by outcome, Redis
 # commands, errors, timeouts, reconnects, round-trip and waiting histograms
-# and bytes stored, aggregated across workers (issue 5).
+# and bytes stored, aggregated across workers.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

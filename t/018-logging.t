@@ -1,6 +1,6 @@
 # What the operator sees in the error log: one line when Redis is lost and
 # one when it is back; the client's raw key and the bodies never appear
-# above debug level (issue 5).
+# above debug level.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

@@ -2,7 +2,7 @@
 # authenticated (AES-256-GCM) under the first key, bound to its Redis key; a
 # record that was altered, moved to another key, sealed with an unknown key,
 # or not encrypted at all is refused and logged, never replayed, never
-# executed again; older keys still open their records (issue 6).
+# executed again; older keys still open their records.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;

@@ -1,6 +1,6 @@
-# The store in nginx shared memory (issue 8): `idempotency_zone` defines a
+# The store in nginx shared memory: `idempotency_zone` defines a
 # zone, `idempotency_store zone=NAME` selects it; no Redis is configured in
-# any block. The SPEC rules hold as with Redis, across the two workers every
+# any block. The rules of docs/design.md hold as with Redis, across the two workers every
 # block runs with; records expire by TTL, a full zone never evicts a live
 # record (a claim that finds no room follows idempotency_fail_open, a
 # response that finds none leaves the unreplayable marker: 410, never a

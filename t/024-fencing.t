@@ -1,5 +1,5 @@
-# Fenced writes (SPEC guarantees: "A response is stored only by the request
-# that holds the claim"): an original whose claim was taken over while its
+# Fenced writes 
+# (docs/design.md#only-the-claim-stores): an original whose claim was taken over while its
 # upstream was still working can no longer store its response, release the
 # key or renew the claim; each refusal is logged. On one Redis, on the zone
 # store and on a Redis Cluster.

@@ -1,4 +1,4 @@
-# Access checks come first (SPEC "In the company of other modules"): only a
+# Access checks come first (docs/design.md#access-first): only a
 # request that nginx's access phase admitted has its key validated, its body
 # fingerprinted, a claim made or a replay served. A refused request gets the
 # refusal and leaves nothing in Redis; variables set by access modules

@@ -1,4 +1,4 @@
-# The request is followed (SPEC "In the company of other modules"): after an
+# The request is followed (docs/design.md#redirects-followed): after an
 # internal redirect — try_files, rewrite ... last, error_page to a named
 # location, X-Accel-Redirect — the location that finally answers keeps the
 # claim, the capture and the client-gone protection of rule 4: a client that

@@ -1,5 +1,5 @@
-# nginx's retries of the next upstream peer count as one execution (SPEC
-# "The request is followed"): once any peer may have received the request,
+# nginx's retries of the next upstream peer count as one execution
+# (docs/design.md#redirects-followed): once any peer may have received the request,
 # the key is never released — the retry gets the stored answer or 410, never
 # a second execution. An answer nginx makes up after the upstream was never
 # reached (an error_page fallback) is not stored: the key is released.

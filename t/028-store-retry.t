@@ -1,5 +1,6 @@
 # A transient Redis failure of what the module owes Redis once the upstream
-# has answered (SPEC, "Transient Redis errors on the store"; issue 12): an
+# has answered
+# (docs/design.md#transient-errors-and-reloads): an
 # error reply that says "not now" (OOM, READONLY, BUSY, LOADING, ...) or a
 # lost connection. The store tries again with a backoff, keeping the claim
 # alive, for idempotency_lock_ttl (at least 20 s): retries meanwhile get 409,

@@ -1,5 +1,5 @@
-# A client that stops reading is rule 4's case too (SPEC "Every way the
-# client leaves"): when nginx's send_timeout fires on a client that no
+# A client that stops reading is the first execution's case
+# too (docs/design.md#client-leaves): when nginx's send_timeout fires on a client that no
 # longer reads a response larger than the socket buffers, the upstream
 # exchange still runs to its end and the response is stored, with
 # proxy_buffering on (the rest parked in a temporary file) or off; the

@@ -1,5 +1,4 @@
-# HTTP/2 clients (SPEC "Every way the client leaves", "In the company of
-# other modules"): over an h2c listener (prior knowledge), a first request
+# HTTP/2 clients (docs/design.md#client-leaves): over an h2c listener (prior knowledge), a first request
 # executes, its retry gets the replay, and a client that resets its stream
 # before the answer still gets the replay on retry, one execution.
 use FindBin;

@@ -1,5 +1,5 @@
-# Scopes (SPEC: "Nothing the module stores or replays crosses scopes"; "the
-# Redis key is the prefix plus a hash of the scope and the key"): the same
+# Scopes (docs/design.md#scopes-apart,
+# #no-raw-keys): the same
 # Idempotency-Key sent under different scopes is a different intent, each
 # executed once and replayed only to its own scope, on Redis and on the zone
 # store. The scopes differ in length, share a long prefix and differ in their

@@ -1,5 +1,5 @@
 # A replay is what the first client received, whatever other filters run
-# (SPEC "In the company of other modules"): the stored headers are set where
+# (docs/design.md#replay-as-received): the stored headers are set where
 # nginx keeps them, so gzip, expires and the header filter treat a replay as
 # they treated the original.
 use FindBin;

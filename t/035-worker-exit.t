@@ -1,5 +1,5 @@
-# A reload or graceful shutdown finishes what it owes Redis (SPEC "a reload
-# or graceful shutdown finishes or safely abandons what it owes Redis"): an
+# A reload or graceful shutdown finishes what it owes Redis 
+# (docs/design.md#transient-errors-and-reloads): an
 # old worker with a response still to store keeps trying until it lands,
 # within the store's retry window (and worker_shutdown_timeout, when set).
 use FindBin;

@@ -1,4 +1,4 @@
-# The shared-memory store's directives (issue 8): idempotency_zone defines a
+# The shared-memory store's directives: idempotency_zone defines a
 # zone at http level, idempotency_store selects it (or Redis); nginx -t
 # refuses every misuse with a message naming the directive and the zone.
 use FindBin;

@@ -1,4 +1,4 @@
-# TLS to Redis (issue 15): `idempotency_redis ADDRESS ssl` with the
+# TLS to Redis: `idempotency_redis ADDRESS ssl` with the
 # idempotency_redis_ssl_* directives, against real redis-server processes
 # with TLS ports and certificates made here with openssl: the chain and the
 # name (an IP address or a DNS name) checked before AUTH leaves, refusals

@@ -1,4 +1,4 @@
-# TLS to a Redis Cluster and through Redis Sentinel (issue 15): with `ssl`,
+# TLS to a Redis Cluster and through Redis Sentinel: with `ssl`,
 # every node the module reaches — the seed, the addresses CLUSTER SLOTS and
 # MOVED name (TLS ports: --tls-cluster yes), the sentinels and the master
 # they name (--tls-replication yes) — is spoken to over TLS, checked with the

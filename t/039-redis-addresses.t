@@ -1,4 +1,4 @@
-# A Redis name that resolves to several addresses (issue 21): the module
+# A Redis name that resolves to several addresses: the module
 # connects to the first that answers, in the resolver's order, and goes back
 # to one that was dead when the one in use goes away — for idempotency_redis
 # (plain and TLS), the cluster's seed nodes and the sentinels. A refused

@@ -1,4 +1,4 @@
-// test_key.cpp — SPEC rule 3 key parsing (bare and RFC 8941 sf-string
+// test_key.cpp — key parsing (docs/design.md#key-syntax) (bare and RFC 8941 sf-string
 // forms) and Redis key derivation.
 #include <gtest/gtest.h>
 
