@@ -1,6 +1,6 @@
 # An API with its own error shape replaces the module's problem+json answers
 # the nginx way, with error_page: the status is kept, $idempotency_status is
-# available in the error page, and so is Retry-After 
+# available in the error page, and so is Retry-After
 # (docs/design.md#problem-answers).
 use FindBin;
 use lib "$FindBin::Bin/lib";

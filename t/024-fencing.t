@@ -1,4 +1,4 @@
-# Fenced writes 
+# Fenced writes
 # (docs/design.md#only-the-claim-stores): an original whose claim was taken over while its
 # upstream was still working can no longer store its response, release the
 # key or renew the claim; each refusal is logged. On one Redis, on the zone

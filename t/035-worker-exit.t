@@ -1,4 +1,4 @@
-# A reload or graceful shutdown finishes what it owes Redis 
+# A reload or graceful shutdown finishes what it owes Redis
 # (docs/design.md#transient-errors-and-reloads): an
 # old worker with a response still to store keeps trying until it lands,
 # within the store's retry window (and worker_shutdown_timeout, when set).
