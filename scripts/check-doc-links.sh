@@ -44,6 +44,7 @@ for my $file (@ARGV) {
     open my $fh, "<", $file or die "$file: $!\n";
     my $fence = 0;
     while (my $l = <$fh>) {
+        my $ln = $.;
         if ($l =~ /^\s*(```|~~~)/) { $fence = !$fence; next }
         next if $fence || $l =~ /^(    |\t)/;
         my $text = strip_code($l);
@@ -53,11 +54,11 @@ for my $file (@ARGV) {
             $links++;
             my ($path, $anchor) = split /#/, $target, 2;
             my $dest = $path eq "" ? $file : File::Spec->catfile(dirname($file), $path);
-            if (!-e $dest) { print "$file:$.: $target: no such file\n"; $dead++; next }
+            if (!-e $dest) { print "$file:$ln: $target: no such file\n"; $dead++; next }
             next unless defined $anchor && length $anchor;
-            if (-d $dest || $dest !~ /\.md$/) { print "$file:$.: $target: an anchor in a file that is not Markdown\n"; $dead++; next }
+            if (-d $dest || $dest !~ /\.md$/) { print "$file:$ln: $target: an anchor in a file that is not Markdown\n"; $dead++; next }
             next if anchors_of($dest)->{$anchor};
-            print "$file:$.: $target: no heading with this anchor\n"; $dead++;
+            print "$file:$ln: $target: no heading with this anchor\n"; $dead++;
         }
     }
 }
