@@ -6,14 +6,18 @@
 # a heading of the target page (its GitHub slug: lower case, punctuation
 # other than - and _ dropped, spaces as -, -1, -2 ... for repeats) or an
 # explicit <a id="...">. Links to other sites (scheme:) are not followed;
-# fenced code blocks and inline code are skipped. Non-zero on any dead link,
-# each one printed as FILE:LINE: target.
+# fenced code blocks and inline code are skipped. Then every directive of
+# the module's command tables (module/, `directive(ngx_string("NAME")` or
+# `{ngx_string("NAME"), NGX_HTTP_...`) must have its entry in
+# docs/directives.md: a `### NAME` heading followed by Syntax:, Default: and
+# Context: lines. Non-zero on any dead link or missing entry, each printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -eq 0 ]; then
   set -- README.md docs/*.md t/README.md
 fi
-exec perl -CSD -e '
+status=0
+perl -CSD -e '
 use strict; use warnings; use utf8;
 use File::Basename qw(dirname);
 use File::Spec;
@@ -64,4 +68,20 @@ for my $file (@ARGV) {
 }
 print "check-doc-links: $links relative links in ", scalar(@ARGV), " files, $dead dead\n";
 exit($dead ? 1 : 0);
-' -- "$@"
+' -- "$@" || status=1
+
+missing=0 total=0
+for name in $(grep -rhoE '(directive\(|\{)ngx_string\("[a-z_]+"\)' module/ | sed -E 's/.*"([a-z_]+)".*/\1/' | sort -u); do
+  total=$((total + 1))
+  if ! awk -v h="### $name" '
+        $0 == h { found = 1; next }
+        found && /^#/ { exit }
+        found && /^ *Syntax: / { s = 1 } found && /^ *Default: / { d = 1 } found && /^ *Context: / { c = 1 }
+        END { exit !(s && d && c) }' docs/directives.md; then
+    echo "docs/directives.md: no entry (### $name with Syntax:, Default:, Context:) for the directive $name"
+    missing=$((missing + 1))
+  fi
+done
+echo "check-doc-links: $total directives in module/, $missing without an entry in docs/directives.md"
+[ "$total" -gt 0 ] && [ "$missing" -eq 0 ] || status=1
+exit $status
