@@ -178,7 +178,7 @@ deb: $(DEB)
 deb-trixie: deps
 	scripts/build-deb-trixie.sh $(BUILD)/deb-trixie
 
-$(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md scripts/build-deb.sh
+$(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md $(wildcard docs/*.md) scripts/build-deb.sh
 	scripts/build-deb.sh $(BUILD)/deb
 
 clean:
