@@ -113,9 +113,15 @@ prove: $(MODULE)
 	@if perl -MTest::Nginx::Socket -e1 2>/dev/null; then inc=; else inc="-I t/standin"; fi; \
 	  TEST_NGINX_BINARY=$(NGINX_BIN) prove $$inc -r t
 
-test: deps
+test: deps doc-check
 	$(MAKE) unit
 	$(MAKE) prove
+
+# Every relative link and #anchor in README.md, docs/*.md and t/README.md
+# resolves (scripts/check-doc-links.sh): the cheap first step of make test.
+.PHONY: doc-check
+doc-check:
+	scripts/check-doc-links.sh
 
 # Instructions per request (callgrind), per cell and for the module's own work.
 instructions: deps $(MODULE)
@@ -172,7 +178,7 @@ deb: $(DEB)
 deb-trixie: deps
 	scripts/build-deb-trixie.sh $(BUILD)/deb-trixie
 
-$(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md scripts/build-deb.sh
+$(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md $(wildcard docs/*.md) scripts/build-deb.sh
 	scripts/build-deb.sh $(BUILD)/deb
 
 clean:

@@ -1,4 +1,4 @@
-// client_gone.cpp — every way the client leaves (README "Among nginx's other modules"): a claimed
+// client_gone.cpp — every way the client leaves (docs/operations.md#among-nginxs-other-modules): a claimed
 // request's upstream exchange runs to its end and its response is still
 // captured when the client closes, resets, or stops reading until
 // send_timeout fires. The content handler is wrapped so that the upstream

@@ -15,7 +15,7 @@
 # and packages are never touched, except that debootstrap itself is installed
 # when missing.
 #
-# In the root: the sources (config module debian README.md) are copied to
+# In the root: the sources (config module debian README.md docs) are copied to
 # /build/src, debian/changelog gets a trixie entry whose version is the
 # Debian 12 one plus +deb13 (0.1.0-1 -> 0.1.0-1+deb13), so that the two
 # packages never share a name and the trixie one is newer than the bookworm
@@ -195,7 +195,7 @@ arch=$(in_root 60 dpkg --print-architecture)
 step "copying the sources to $root/build/src (version $trixie_version)"
 rm -rf --one-file-system "$root/build"
 mkdir -p "$root/build/src"
-cp -r config module debian README.md "$root/build/src/"
+cp -r config module debian README.md docs "$root/build/src/"
 {
     printf '%s (%s) %s; urgency=medium\n\n' "$pkg" "$trixie_version" "$suite"
     printf '  * Build for Debian 13 (trixie), against its nginx-dev.\n\n'

@@ -18,7 +18,7 @@ scripts/install-deps.sh build-essential dpkg-dev debhelper nginx-dev libhiredis-
 
 rm -rf "$out"
 mkdir -p "$out/src"
-cp -r config module debian README.md "$out/src/"
+cp -r config module debian README.md docs "$out/src/"
 
 cd "$out/src"
 # Not the jobserver of a calling make: debian/rules runs its own.

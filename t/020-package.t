@@ -132,6 +132,8 @@ ok($files{"/usr/lib/nginx/modules/$so"}, "ships /usr/lib/nginx/modules/$so");
 ok($files{'/usr/share/nginx/modules-available/mod-http-idempotency.conf'},
    'ships /usr/share/nginx/modules-available/mod-http-idempotency.conf');
 ok($files{"/usr/share/doc/$pkg/copyright"}, "ships /usr/share/doc/$pkg/copyright");
+ok($files{"/usr/share/doc/$pkg/docs/directives.md.gz"} || $files{"/usr/share/doc/$pkg/docs/directives.md"},
+   "ships the directive reference the README links to, /usr/share/doc/$pkg/docs/directives.md");
 is_deeply([sort grep { !m{^/usr/share/doc/\Q$pkg\E/} } keys %files],
           ["/usr/lib/nginx/modules/$so",
            '/usr/share/nginx/modules-available/mod-http-idempotency.conf'],

@@ -1,4 +1,4 @@
-# When the zone store's records expire (README, idempotency_zone: "records
+# When the zone store's records expire (docs/directives.md#idempotency_zone: "records
 # expire after idempotency_lock_ttl (claims) and idempotency_ttl
 # (responses)"), on two workers as in t/021-zone.t:
 #

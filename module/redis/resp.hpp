@@ -2,7 +2,7 @@
 // straight into the connection's output buffer. Pure. Replaces hiredis's
 // redisFormatCommandArgv on the hot path: same bytes, no intermediate
 // allocation and no sprintf (which made formatting the largest cost of a
-// new request; see README "Performance").
+// new request; see docs/performance.md#instructions-per-request).
 #pragma once
 
 #include <cstddef>
