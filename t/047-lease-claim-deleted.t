@@ -36,12 +36,16 @@ sub claim_deleted_mid_request {
     die "$key: no claim under the key while the upstream works\n"
         unless defined $claim && substr($claim, 0, 5) eq "IDM\x01\x01";
     IdempotencyTest::redis_command_at($port, 'DEL', $rkey) == 1 or die "$key: the claim was not deleted\n";
+    IdempotencyTest::redis_command_at($port, 'CONFIG', 'RESETSTAT');
 
     my $response = IdempotencyTest::read_response($sock);
     Test::More::is($response->{status}, 201, "$key: the original's client gets its response");
     Test::More::like($response->{body}, qr/"execution":1\b/, "$key: the upstream's response");
     Test::More::ok(IdempotencyTest::error_log_has('could not store the response: the claim had expired or was taken over', 10),
                    "$key: the store found the claim gone");
+    my %calls = IdempotencyTest::redis_command_at($port, 'INFO', 'commandstats') =~ /^cmdstat_(\w+):calls=(\d+)/mg;
+    Test::More::ok(($calls{exec} // 0) >= 1 && !$calls{evalsha} && !$calls{eval},
+                   "$key: the store left within the claim's lease (MULTI ... EXEC, no script)");
     Test::More::is(IdempotencyTest::redis_command_at($port, 'EXISTS', $rkey), 0,
                    "$key: nothing is stored under the key");
     Test::More::is(IdempotencyTest::upstream_count($uri), 1, "$key: one execution so far");

@@ -48,7 +48,6 @@ idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 --- config
 location / {
     idempotency on;
-    idempotency_redis_timeout 2s;
     proxy_pass http://backend;
 }
 --- request
@@ -81,7 +80,6 @@ idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 --- config
 location / {
     idempotency on;
-    idempotency_redis_timeout 2s;
     proxy_pass http://backend;
 }
 --- request
