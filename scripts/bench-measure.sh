@@ -107,7 +107,7 @@ monitor_sample() {  # CELL: sets MON (REQUESTS|SENT_PER_REQUEST|BREAKDOWN)
         }
         $sum //= 0;
         printf "%d|%.2f|%s\n", $n, $n ? $sum / $n : 0,
-            join(", ", map { sprintf "%s %.2f", $_, $c{$_} / $n } sort { $c{$b} <=> $c{$a} } keys %c) || "none";
+            join(", ", map { sprintf "%s %.2f", $_, $c{$_} / ($n || 1) } sort { $c{$b} <=> $c{$a} } keys %c) || "none";
     ' "$log" $((after - before - 1)))
 }
 
@@ -137,6 +137,7 @@ cpu_snap() {  # cpu_snap CELL
 
 vm_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo '?'; }
 
+MISSED=()    # cell runs in which no request completed
 RESULTS="$tmp/results.tsv"
 : >"$RESULTS"
 RSS_LINES=()
@@ -167,6 +168,11 @@ measure_cell() {  # measure_cell PHASE ROUND CELL SECONDS
     [ "${CELL_PIN[$cell]}" = 1 ] && pin off
     check_errors "$phase round $r $cell"
     req=$(field requests) dur=$(field duration_us)
+    if [ "$req" -eq 0 ]; then   # a round too short for the machine's load: left out of the medians, and said so
+        MISSED+=("$cell ($phase round $r)")
+        round_line+=" $cell no request completed;"
+        return 0
+    fi
     rps=$(perl -e 'printf "%.0f", $ARGV[0] / ($ARGV[1] / 1e6)' "$req" "$dur")
     cpu=$(perl -e '
         my ($n, @v) = @ARGV;
@@ -208,8 +214,9 @@ run_rounds() {
                 sleep 0.3   # requests still in flight when wrk stopped finish their Redis work
                 req_after=$(stub_requests "$GW_PORT")
                 redis_snapshot >"$tmp/redis-after-$cell"
-                STATS[$cell]=$(redis_per_request "$tmp/redis-before-$cell" "$tmp/redis-after-$cell" \
-                               $((req_after - req_before - 1)))
+                [ $((req_after - req_before - 1)) -le 0 ] ||
+                    STATS[$cell]=$(redis_per_request "$tmp/redis-before-$cell" "$tmp/redis-after-$cell" \
+                                   $((req_after - req_before - 1)))
             else
                 measure_cell "$phase" "$r" "$cell" "$secs"
             fi

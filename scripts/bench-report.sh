@@ -74,6 +74,10 @@ memory_table() {  # the memory run
     [ -z "$RSS_NOTE" ] || { echo; echo "Stopped early: $RSS_NOTE."; }
 }
 
+missed_note() {  # the cell runs in which no request completed, if any
+    [ ${#MISSED[@]} -eq 0 ] || { echo; echo "No request completed within these runs, left out of the medians (too short for the machine's load): ${MISSED[*]}."; }
+}
+
 write_report() {  # write_report FILE
     local cell c l listed gw_conf f
     {
@@ -121,6 +125,7 @@ write_report() {  # write_report FILE
             echo
             memory_table
         fi
+        missed_note
         if [ "$ERRORS" -ne 0 ]; then
             echo
             echo "**$ERRORS requests failed (non-2xx or socket errors); see the wrk logs.**"
@@ -218,7 +223,7 @@ write_doc_blocks() {
     fi
     if [ ${#GROWTH_CELLS[@]} -gt 0 ]; then
         # its ### headings as bold lines: the block sits under a heading of the page
-        growth_report | sed '/^## Growth$/d; s/^### \(.*\)$/**\1.**/' >"$t-growth.md"
+        { growth_report; missed_note; } | sed '/^## Growth$/d; s/^### \(.*\)$/**\1.**/' >"$t-growth.md"
         doc_block growth "$t-growth.md" "\`scripts/bench.sh$ARGS_GIVEN\`, $growth_rounds rounds of ${growth_duration}s per cell"
     fi
     if [ "$do_rss" = 1 ]; then
