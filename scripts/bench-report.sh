@@ -12,6 +12,8 @@
 #   growth       the growth set (--growth): sizes, bodies, connections,
 #                workers, waiting duplicates
 #   memory       the worker's VmRSS over the memory run
+# Two more blocks come from other scripts: instructions (scripts/instructions.sh,
+# which bench.sh --instructions runs) and zone-lock (scripts/bench-zone-lock.sh).
 # A block is written only when all its cells ran (not after a --cells run
 # that left some out). The tables come from bench-report.pl over $RESULTS.
 
@@ -223,7 +225,7 @@ write_doc_blocks() {
     fi
     if [ ${#GROWTH_CELLS[@]} -gt 0 ]; then
         # its ### headings as bold lines: the block sits under a heading of the page
-        { growth_report; missed_note; } | sed '/^## Growth$/d; s/^### \(.*\)$/**\1.**/' >"$t-growth.md"
+        { growth_report; missed_note; } | sed '/^## Growth$/d; s/^### \(.*\)$/**\1.**/' | sed '/./,$!d' >"$t-growth.md"
         doc_block growth "$t-growth.md" "\`scripts/bench.sh$ARGS_GIVEN\`, $growth_rounds rounds of ${growth_duration}s per cell"
     fi
     if [ "$do_rss" = 1 ]; then
