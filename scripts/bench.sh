@@ -64,8 +64,9 @@
 # (bounded by count and time). The tables go to stdout and to
 # build/bench/results.md. Each measured table also goes into
 # docs/performance.md between its markers (bench-report.sh lists them; not
-# with --no-docs). --instructions then runs scripts/instructions.sh (its
-# tables too). The targets are printed for information:
+# with --no-docs, nor when requests failed). --instructions then runs
+# scripts/instructions.sh (its tables too). The targets are printed for
+# information:
 # the exit status is non-zero only when the benchmark could not run (a
 # process did not start, requests failed).
 #
