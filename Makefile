@@ -123,10 +123,11 @@ test: deps doc-check
 doc-check:
 	scripts/check-doc-links.sh
 
-# Instructions per request (callgrind), per cell and for the module's own work.
+# Instructions per request (callgrind), per cell and for the module's own work;
+# the tables also into docs/performance.md (block "instructions").
 instructions: deps $(MODULE)
 	@command -v valgrind >/dev/null || { echo "valgrind is needed: apt-get install valgrind" >&2; exit 1; }
-	NGINX_BIN=$(NGINX_BIN) scripts/instructions.sh
+	NGINX_BIN=$(NGINX_BIN) scripts/instructions.sh $(INSTRUCTIONS_ARGS)
 
 # The suite with every nginx under valgrind memcheck; fails on any report.
 test-valgrind: deps $(MODULE)
@@ -151,14 +152,18 @@ stop:
 stress: deps $(MODULE)
 	NGINX_BIN=$(NGINX_BIN) perl scripts/stress.pl
 
-# The benchmark (scripts/bench.sh --growth): CPU per request per process,
-# throughput and latency of plain proxy vs. the module (new key, replay, no
-# key; the zone store, TLS, Redis Cluster, Redis on a CPU of its own), Redis
-# commands per request, worker RSS, and how the cost grows (response and body
-# size, connections, workers, waiting duplicates); about 10 minutes; results
-# in build/bench/results.md. `make bench BENCH_ARGS=--quick` for about 3.
+# The benchmark (scripts/bench.sh --growth --instructions): CPU per request
+# per process, throughput and latency of plain proxy vs. the module (new key,
+# replay, no key; the zone store, TLS, Redis Cluster, Redis on a CPU of its
+# own), Redis commands per request, worker RSS, how the cost grows (response
+# and body size, connections, workers, waiting duplicates), and instructions
+# per request (callgrind); about 11 minutes; results in
+# build/bench/results.md, and each measured table into docs/performance.md
+# between its bench:begin/bench:end markers (scripts/bench-docs.pl).
+# `make bench BENCH_ARGS=--quick` for about 4; BENCH_ARGS=--no-docs leaves
+# the docs alone.
 bench: deps $(MODULE)
-	NGINX_BIN=$(NGINX_BIN) scripts/bench.sh --growth $(BENCH_ARGS)
+	NGINX_BIN=$(NGINX_BIN) scripts/bench.sh --growth --instructions $(BENCH_ARGS)
 
 # The Debian package for the packaged nginx (debian/, dh-sequence-nginx),
 # built by scripts/build-deb.sh in a copy of the tree (build/deb/src); installs

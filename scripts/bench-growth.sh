@@ -20,7 +20,8 @@
 #           a second gateway, gateway2, with worker_processes 2; then the
 #           Redis connections each gateway worker holds (ss -tnp)
 # and, after the rounds, 200 duplicates of one key sent while the original
-# waits 3 s on a slow upstream (scripts/upstream.pl ?sleep=3) in a location
+# waits 3 s on a slow upstream (scripts/upstream.pl ?sleep=3, the
+# test suite's, started with Redis by scripts/fixture) in a location
 # with idempotency_wait: Redis commands per waiter, by INFO commandstats.
 # It uses bench.sh's functions and variables (cell, run_rounds, report_table,
 # $tmp, the ports).
@@ -125,11 +126,6 @@ redis_connections() {  # per worker of both gateways: its established connection
 }
 
 run_growth() {
-    mkdir -p "$tmp/slow"
-    start_bg "slow upstream" "$tmp/slow/log" perl "$repo/scripts/upstream.pl" --listen "127.0.0.1:$SLOW_PORT" \
-        --state-dir "$tmp/slow"
-    SLOW_PID=$started_pid
-    wait_for "the slow upstream" "$SLOW_PID" curl -sf --max-time 2 "http://127.0.0.1:$SLOW_PORT/_health"
     start_gateway gateway2 2
     warm_up 1 "${GROWTH_CELLS[@]}"
     run_rounds growth "$growth_rounds" "$growth_duration" "${GROWTH_CELLS[@]}"
@@ -137,7 +133,6 @@ run_growth() {
     note "Redis connections per gateway worker: $REDIS_CONNECTIONS"
     waiters_test
     stop_gateway gateway2
-    stop_pid "$SLOW_PID" TERM
 }
 
 growth_report() {

@@ -3,7 +3,7 @@
 # requests/s (which on a shared machine mostly measure the neighbours).
 #
 #   scripts/bench-zone-lock.sh [--rounds N] [--duration S] [--connections N]
-#                              [--prefill S] [--port BASE] [--dir DIR] [--callgrind]
+#                              [--prefill S] [--dir DIR] [--callgrind] [--no-docs]
 #
 # Builds the diagnostic variant of the module (zone/zone_lock.hpp,
 # -DIDEM_ZONE_LOCK_STATS) into build/zone-lock/, starts an upstream (nginx,
@@ -32,8 +32,11 @@
 # the instructions executed while holding the mutex (diagnostic build,
 # --collect-atstart=no; the build toggles collection at lock and unlock),
 # and the instructions per request of the event loop with the production
-# build (--toggle-collect=ngx_process_events_and_timers). Everything listens on 127.0.0.1 (ports BASE..BASE+1,
-# default 39910); only the processes started here are stopped, by pid.
+# build (--toggle-collect=ngx_process_events_and_timers). Everything listens
+# on 127.0.0.1, on free ports (scripts/fixture, through bench-lib.sh); only
+# the processes started here are stopped, by pid; wrk runs under `timeout`.
+# The table also goes into docs/performance.md, block "zone-lock" (not with
+# --no-docs).
 # ZONE_LOCK_MODULE=PATH.so uses that diagnostic build instead of building
 # one (to compare two versions).
 set -euo pipefail
@@ -42,23 +45,29 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
 WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
 CC_OPT_BASE="-g -O2 -fstack-protector-strong -Wformat -Werror=format-security -fPIC -Wdate-time -D_FORTIFY_SOURCE=2"
-rounds=2 duration=5 conns=32 base=39910 dir="" callgrind=0 prefill=3
+rounds=2 duration=5 conns=32 dir="" callgrind=0 prefill=3 docs=1 keep=1
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) rounds=$2; shift ;;
     --duration) duration=$2; shift ;;
     --connections) conns=$2; shift ;;
     --prefill) prefill=$2; shift ;;
-    --port) base=$2; shift ;;
     --dir) dir=$2; shift ;;
     --callgrind) callgrind=1 ;;
-    *) echo "usage: $0 [--rounds N] [--duration S] [--connections N] [--prefill S] [--port BASE] [--dir DIR] [--callgrind]" >&2; exit 2 ;;
+    --no-docs) docs=0 ;;
+    *) echo "usage: $0 [--rounds N] [--duration S] [--connections N] [--prefill S] [--dir DIR] [--callgrind] [--no-docs]" >&2; exit 2 ;;
     esac
     shift
 done
-[ -n "$dir" ] || dir=$(mktemp -d /tmp/zone-lock.XXXXXX)
+for n in "$rounds" "$duration" "$conns"; do
+    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench-zone-lock.sh: not a positive whole number: $n" >&2; exit 2; }
+done
+source "$repo/scripts/bench-lib.sh"
+bench_init zone-lock      # $tmp: kept at the end (keep=1), the logs and profiles are the output
+[ -n "$dir" ] || dir=$tmp
 mkdir -p "$dir"
-UP_PORT=$base GW_PORT=$((base + 1))
+free_ports 2
+read -r UP_PORT GW_PORT <<<"$FREE_PORTS"
 STATS_MODULE=${ZONE_LOCK_MODULE:-$repo/build/zone-lock/ngx_http_idempotency_module.so}
 PROD_MODULE=$repo/build/ngx_http_idempotency_module.so
 BODY='{"amount":1000,"currency":"eur","customer":"cus_bench","description":"benchmark payment"}'
@@ -66,10 +75,6 @@ BODY='{"amount":1000,"currency":"eur","customer":"cus_bench","description":"benc
 make -s -C "$repo" module >/dev/null
 [ -n "${ZONE_LOCK_MODULE:-}" ] ||
     make -s -C "$repo" module BUILD=build/zone-lock CC_OPT="$CC_OPT_BASE -DIDEM_ZONE_LOCK_STATS" >/dev/null
-
-PIDS=()
-cleanup() { local p; for p in "${PIDS[@]}"; do kill -QUIT "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
 
 common() {  # common DIR
     cat <<EOF
@@ -88,16 +93,6 @@ http_common() {
 EOF
 }
 
-wait_port() {  # wait_port PORT PID
-    local i
-    for i in $(seq 100); do
-        curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/" && return 0
-        kill -0 "$2" 2>/dev/null || { echo "nginx on port $1 exited" >&2; return 1; }
-        sleep 0.1
-    done
-    echo "nothing answers on port $1" >&2; return 1
-}
-
 mkdir -p "$dir/upstream/tmp"
 cat >"$dir/upstream/nginx.conf" <<EOF
 worker_processes 1;
@@ -113,10 +108,9 @@ $(http_common "$dir/upstream")
     }
 }
 EOF
-"$NGINX_BIN" -p "$dir/upstream/" -c "$dir/upstream/nginx.conf" -g 'daemon off;' &
-UP_PID=$!
-PIDS+=("$UP_PID")
-wait_port "$UP_PORT" "$UP_PID"
+start_nginx upstream "$dir/upstream"
+UP_PID=$started_pid
+wait_for "the upstream nginx" "$UP_PID" curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$UP_PORT/"
 
 gateway_conf() {  # gateway_conf DIR MODULE WORKERS [single]
     cat <<EOF
@@ -144,26 +138,24 @@ drive() {  # drive MODE CONNS DURATION: runs wrk, prints its request count
     local mode=$1 path=/zone/pay key=""
     if [ "$mode" = replay ]; then
         path=/zone-replay/pay key="zone-lock-replay-$RANDOM"
-        curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
+        curl -sf --max-time 10 -o /dev/null -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
             --data "$BODY" "http://127.0.0.1:$GW_PORT$path"
     fi
     BENCH_MODE=$mode BENCH_PATH=$path BENCH_RUN="zl-$RANDOM-$RANDOM" BENCH_BODY=$BODY BENCH_REPLAY_KEY=$key \
-        "$WRK" -t1 -c"$2" -d"$3"s -s "$repo/scripts/bench.lua" "http://127.0.0.1:$GW_PORT" \
+        timeout --signal=INT --kill-after=5 $(($3 + 30)) "$WRK" -t1 -c"$2" -d"$3"s --timeout 5s \
+        -s "$repo/scripts/bench.lua" "http://127.0.0.1:$GW_PORT" \
         | sed -n 's/^BENCH .*requests=\([0-9]*\).*status_errors=\([0-9]*\).*/\1 \2/p'
 }
 
 start_gateway() {  # start_gateway DIR [valgrind args...]: sets GW_PID
     local d=$1; shift
-    mkdir -p "$d/tmp"
-    "$@" "$NGINX_BIN" -p "$d/" -c "$d/nginx.conf" -g 'daemon off;' 2>>"$d/stderr.log" &
-    GW_PID=$!
-    PIDS+=("$GW_PID")
-    wait_port "$GW_PORT" "$GW_PID"
+    start_nginx "gateway" "$d" "$@"
+    GW_PID=$started_pid
+    WAIT_SECONDS=60 wait_for "the gateway" "$GW_PID" curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$GW_PORT/"
 }
 
-stop_gateway() {
-    kill -QUIT "$GW_PID"
-    wait "$GW_PID" || true
+stop_gateway() {  # QUIT: the workers print their counts on the way out (callgrind writes its profile)
+    stop_pid "$GW_PID" QUIT 120
 }
 
 faults() {  # faults PID: the minor page faults of the gateway's workers so far
@@ -200,8 +192,12 @@ summarise() {  # summarise PREFIX ERROR_LOG REQUESTS FAULTS: table rows, per sec
     ' "$@"
 }
 
-echo "| round | cell | workers | section | requests | taken/req | found taken (share) | spins/acq | wait ns per found taken | slept | held ns mean | held ns max | worker minor faults/req | busiest worker |"
-echo "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+# the table: to stdout and to $dir/zone-lock.md
+out() { if [ $# -gt 0 ]; then printf '%s\n' "$*"; else cat; fi | tee -a "$dir/zone-lock.md"; }
+: >"$dir/zone-lock.md"
+
+out "| round | cell | workers | section | requests | taken/req | found taken (share) | spins/acq | wait ns per found taken | slept | held ns mean | held ns max | worker minor faults/req | busiest worker |"
+out "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for r in $(seq "$rounds"); do
     for mode in new replay; do
         for w in 1 2; do
@@ -215,15 +211,15 @@ for r in $(seq "$rounds"); do
             f1=$(faults "$GW_PID")
             stop_gateway
             [ "${errors:-0}" = 0 ] || echo "warning: $errors non-2xx answers in $d" >&2
-            summarise "| $r | zone-$mode | $w" "$d/error.log" "$req" $((f1 - f0))
+            summarise "| $r | zone-$mode | $w" "$d/error.log" "$req" $((f1 - f0)) | out
         done
     done
 done
 
 if [ "$callgrind" = 1 ]; then
-    echo
-    echo "| cell | requests | acquisitions | instructions under the mutex | per acquisition | event loop instructions per request |"
-    echo "|---|---:|---:|---:|---:|---:|"
+    out ""
+    out "| cell | requests | acquisitions | instructions under the mutex | per acquisition | event loop instructions per request |"
+    out "|---|---:|---:|---:|---:|---:|"
     for mode in new replay; do
         d=$dir/cg-held-$mode
         mkdir -p "$d"
@@ -245,8 +241,10 @@ if [ "$callgrind" = 1 ]; then
         perl -e 'my ($m, $req, $taken, $held, $req2, $loop) = @ARGV;
             printf "| zone-%s | %d | %d | %d | %.0f | %.0f |\n", $m, $req, $taken, $held,
                 $held / ($taken || 1), $loop / ($req2 || 1)' \
-            "$mode" "$req" "$taken" "$held" "$req2" "$loop"
+            "$mode" "$req" "$taken" "$held" "$req2" "$loop" | out
     done
 fi
 echo
 echo "(logs and callgrind files in $dir)"
+[ "$docs" = 0 ] || doc_block zone-lock "$dir/zone-lock.md" \
+    "\`scripts/bench-zone-lock.sh\`, $rounds rounds of ${duration}s, wrk -c$conns"

@@ -4,57 +4,64 @@
 # For each cell (plain, new, replay, nokey) the gateway runs under callgrind
 # for N1 and then N2 sequential keep-alive requests; (Ir(N2) - Ir(N1)) /
 # (N2 - N1) is the cost of one request with start-up and shutdown cancelled
-# out. The module's own work is a cell's figure minus plain's.
-#   scripts/instructions.sh            (make instructions)
+# out. The module's own work is a cell's figure minus plain's. A second
+# table does the same with a 256 KB response (B1 and B2 requests).
+#   scripts/instructions.sh [--quick] [--no-docs]   (make instructions)
+#     --quick     N1=100 N2=600, B1=10 B2=60 instead of 200/1200 and 20/120
+#     --no-docs   the tables to stdout only, not into docs/performance.md
+#                 (block "instructions", scripts/bench-docs.pl)
 #   PROFILE_DIR=/tmp/p scripts/instructions.sh   also keeps each callgrind
 #                                      profile there, for callgrind_annotate
+# Redis and the free ports come from the test suite's fixtures
+# (scripts/fixture, through bench-lib.sh); everything on 127.0.0.1, and only
+# the processes started here are stopped, by pid.
 set -euo pipefail
 shopt -s inherit_errexit
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
-N1=${N1:-200}
-N2=${N2:-1200}
-dir=$(mktemp -d /tmp/idem-instructions.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    [ -f "$dir/up/nginx.pid" ] && kill "$(cat "$dir/up/nginx.pid")" 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
+quick=0 docs=1 keep=0
+for a; do
+    case $a in
+    --quick) quick=1 ;;
+    --no-docs) docs=0 ;;
+    *) echo "usage: $0 [--quick] [--no-docs]" >&2; exit 2 ;;
+    esac
+done
+if [ "$quick" = 1 ]; then N1=${N1:-100} N2=${N2:-600} B1=${B1:-10} B2=${B2:-60}; fi
+N1=${N1:-200} N2=${N2:-1200} B1=${B1:-20} B2=${B2:-120}
 
-free_port() { perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(Listen=>1,LocalAddr=>"127.0.0.1:0")->sockport'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 1; }
-
-redis_port=$(free_port); up_port=$(free_port); gw_port=$(free_port)
-redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no --dir "$dir" > "$dir/redis.log" 2>&1 &
-pids+=($!)
-wait_port "$redis_port"
+source "$repo/scripts/bench-lib.sh"
+bench_init instructions
+start_fixtures --max-seconds 3600 redis
+free_ports 2
+read -r up_port gw_port <<<"$FREE_PORTS"
+redis_port=$REDIS_PORT
+WAIT_SECONDS=60     # nginx under valgrind starts slowly on a busy machine
 
 # the upstream: plain nginx answering 201 with ~200 bytes of JSON
-mkdir -p "$dir/up/logs"
-cat > "$dir/up/nginx.conf" <<CONF
-worker_processes 1; error_log $dir/up/logs/error.log; pid $dir/up/nginx.pid;
+mkdir -p "$tmp/up/logs"
+cat > "$tmp/up/nginx.conf" <<CONF
+worker_processes 1; error_log $tmp/up/logs/error.log; pid $tmp/up/nginx.pid;
 events {}
-http { access_log off; client_body_temp_path $dir/up/b; proxy_temp_path $dir/up/p; fastcgi_temp_path $dir/up/f; uwsgi_temp_path $dir/up/u; scgi_temp_path $dir/up/s;
+http { access_log off; client_body_temp_path $tmp/up/b; proxy_temp_path $tmp/up/p; fastcgi_temp_path $tmp/up/f; uwsgi_temp_path $tmp/up/u; scgi_temp_path $tmp/up/s;
   server { listen 127.0.0.1:$up_port; default_type application/json;
-    location /static/ { root $dir/up; }
+    location /static/ { root $tmp/up; }
     location /v1/big { proxy_method GET; proxy_pass http://127.0.0.1:$up_port/static/big.json; }
     location / { return 201 '{"id":"pay_0123456789abcdef","object":"payment","amount":100,"currency":"eur","status":"succeeded","created":1700000000,"description":"benchmark payment","metadata":{"order":"42"},"livemode":false}'; } } }
 CONF
-"$NGINX_BIN" -p "$dir/up" -c "$dir/up/nginx.conf"
-wait_port "$up_port"
+start_nginx upstream "$tmp/up"
+wait_for "the upstream nginx" "$started_pid" bash -c "exec 3<>/dev/tcp/127.0.0.1/$up_port"
 
 gateway_conf() {  # gateway_conf CELL
     local on=on; [ "$1" = plain ] && on=off
-    mkdir -p "$dir/gw/logs"
-    cat > "$dir/gw/nginx.conf" <<CONF
+    mkdir -p "$tmp/gw/logs"
+    cat > "$tmp/gw/nginx.conf" <<CONF
 load_module $repo/build/ngx_http_idempotency_module.so;
-daemon off; master_process off; worker_processes 1;
-error_log $dir/gw/logs/error.log; pid $dir/gw/nginx.pid;
+master_process off; worker_processes 1;
+error_log $tmp/gw/logs/error.log; pid $tmp/gw/nginx.pid;
 events {}
-http { access_log off; client_body_temp_path $dir/gw/b; proxy_temp_path $dir/gw/p; fastcgi_temp_path $dir/gw/f; uwsgi_temp_path $dir/gw/u; scgi_temp_path $dir/gw/s;
+http { access_log off; client_body_temp_path $tmp/gw/b; proxy_temp_path $tmp/gw/p; fastcgi_temp_path $tmp/gw/f; uwsgi_temp_path $tmp/gw/u; scgi_temp_path $tmp/gw/s;
   idempotency_redis 127.0.0.1:$redis_port;
   upstream backend { server 127.0.0.1:$up_port; keepalive 8; }
   keepalive_requests 100000;
@@ -81,58 +88,72 @@ drive() {  # drive CELL N
         }' "$gw_port" "$1" "$2" "$RANDOM$RANDOM" "${PATH_URI:-/v1/payments}"
 }
 
-count() {  # count CELL N -> total instructions of the gateway process
+gateway_up() { bash -c "exec 3<>/dev/tcp/127.0.0.1/$gw_port"; }
+
+count() {  # count CELL N: sets $ir, the instructions of the gateway process (no subshell: it starts processes)
+    local vg
     gateway_conf "$1"
-    valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$NGINX_BIN" -p "$dir/gw" -c "$dir/gw/nginx.conf" \
-        > "$dir/cg.log" 2>&1 &
-    local vg=$!
-    pids+=("$vg")
-    wait_port "$gw_port"
+    start_bg "valgrind nginx" "$tmp/cg.log" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
+        "$NGINX_BIN" -p "$tmp/gw" -c "$tmp/gw/nginx.conf" -g 'daemon off;'
+    vg=$started_pid
+    wait_for "nginx under callgrind" "$vg" gateway_up
     drive "$1" "$2"
-    kill -QUIT "$vg"; wait "$vg" || true
-    [ -n "${PROFILE_DIR:-}" ] && cp "$dir/cg.out" "$PROFILE_DIR/callgrind.$1.$2${PATH_URI:+.big}.out"
-    awk '/^(summary|totals):/ {print $2; exit}' "$dir/cg.out"
+    stop_pid "$vg" QUIT 120    # callgrind writes its profile on the way out
+    [ -n "${PROFILE_DIR:-}" ] && cp "$tmp/cg.out" "$PROFILE_DIR/callgrind.$1.$2${PATH_URI:+.big}.out"
+    ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$tmp/cg.out")
+    [[ "$ir" =~ ^[0-9]+$ ]] || die "no instruction count in $tmp/cg.out"
 }
 
-# store the replay cell's response once, outside the measurement
-gateway_conf replay
-"$NGINX_BIN" -p "$dir/gw" -c "$dir/gw/nginx.conf" & warm=$!
-pids+=("$warm")
-wait_port "$gw_port"; drive replay 1; kill -QUIT "$warm"; wait "$warm" || true
+store_replay() {  # the replay cell's response, stored once outside the measurement
+    gateway_conf replay
+    start_nginx "gateway (storing the replay)" "$tmp/gw"
+    local warm=$started_pid
+    wait_for "the gateway" "$warm" gateway_up
+    drive replay 1
+    stop_pid "$warm" QUIT 30
+}
 
+store_replay
 declare -A small_of
-printf '| cell | instructions per request | module work per request |\n|---|---|---|\n'
-plain=
-for cell in plain new replay nokey; do
-    a=$(count "$cell" "$N1"); b=$(count "$cell" "$N2")
-    per=$(( (b - a) / (N2 - N1) ))
-    [ "$cell" = plain ] && plain=$per
-    small_of[$cell]=$per
-    printf '| %s | %d | %s |\n' "$cell" "$per" "$([ "$cell" = plain ] && echo — || echo $((per - plain)))"
-done
+{
+    printf '| cell | instructions per request | module work per request |\n|---|---|---|\n'
+    plain=
+    for cell in plain new replay nokey; do
+        count "$cell" "$N1"; a=$ir; count "$cell" "$N2"; b=$ir
+        per=$(( (b - a) / (N2 - N1) ))
+        [ "$cell" = plain ] && plain=$per
+        small_of[$cell]=$per
+        printf '| %s | %d | %s |\n' "$cell" "$per" "$([ "$cell" = plain ] && echo — || echo $((per - plain)))"
+    done
+} > "$tmp/small.md"
+cat "$tmp/small.md"
 
 # The same with a 256 KB response (a static file the upstream serves):
 # what each KB of response costs, against plain's per KB. Fewer requests:
 # every new one stores 256 KB in Redis.
-mkdir -p "$dir/up/static"
-head -c 262144 /dev/zero | tr '\0' 'x' > "$dir/up/static/big.json"
-chmod 755 "$dir" "$dir/up" "$dir/up/static"; chmod 644 "$dir/up/static/big.json"  # workers may run as nobody
-B1=${B1:-20}
-B2=${B2:-120}
+mkdir -p "$tmp/up/static"
+head -c 262144 /dev/zero | tr '\0' 'x' > "$tmp/up/static/big.json"
+chmod 755 "$tmp/up" "$tmp/up/static"; chmod 644 "$tmp/up/static/big.json"  # workers may run as nobody
 export PATH_URI=/v1/big
-gateway_conf replay
-"$NGINX_BIN" -p "$dir/gw" -c "$dir/gw/nginx.conf" & warm=$!
-pids+=("$warm")
-wait_port "$gw_port"; drive replay 1; kill -QUIT "$warm"; wait "$warm" || true
+store_replay
 
-printf '\n| cell, 256 KB response | instructions per request | per KB of response | × plain per KB |\n|---|---|---|---|\n'
-plain_kb=
-for cell in plain new replay; do
-    a=$(count "$cell" "$B1"); b=$(count "$cell" "$B2")
-    per=$(( (b - a) / (B2 - B1) ))
-    small=${small_of[$cell]}
-    kb=$(( (per - small) * 1000 / 256 ))  # per KB, in thousandths of an instruction
-    [ "$cell" = plain ] && plain_kb=$kb
-    printf '| %s | %d | %d.%03d | %s |\n' "$cell" "$per" $((kb / 1000)) $((kb % 1000)) \
-        "$(awk -v a="$kb" -v b="$plain_kb" 'BEGIN { printf "%.2f", a / b }')"
-done
+{
+    printf '\n| cell, 256 KB response | instructions per request | per KB of response | × plain per KB |\n|---|---|---|---|\n'
+    plain_kb=
+    for cell in plain new replay; do
+        count "$cell" "$B1"; a=$ir; count "$cell" "$B2"; b=$ir
+        per=$(( (b - a) / (B2 - B1) ))
+        small=${small_of[$cell]}
+        kb=$(( (per - small) * 1000 / 256 ))  # per KB, in thousandths of an instruction
+        [ "$cell" = plain ] && plain_kb=$kb
+        printf '| %s | %d | %d.%03d | %s |\n' "$cell" "$per" $((kb / 1000)) $((kb % 1000)) \
+            "$(awk -v a="$kb" -v b="$plain_kb" 'BEGIN { printf "%.2f", a / b }')"
+    done
+} > "$tmp/big.md"
+cat "$tmp/big.md"
+
+if [ "$docs" = 1 ]; then
+    cat "$tmp/small.md" "$tmp/big.md" > "$tmp/instructions.md"
+    doc_block instructions "$tmp/instructions.md" \
+        "\`scripts/instructions.sh\`, callgrind, $N1 and $N2 requests ($B1 and $B2 at 256 KB)"
+fi
