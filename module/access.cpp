@@ -38,13 +38,12 @@ void cleanup(void* data)
 // A request that passes without a key reads `missing` and is counted once,
 // at its end, like any other; nothing is claimed, captured or answered for
 // it, so it needs no context of its own: all share this one, which nothing
-// writes after start-up. Its pool cleanup marks the request as decided for
-// an internal redirect's return to the phase.
+// writes after start-up. It is answered already (nothing to do) for an
+// internal redirect's return to the phase.
 RequestCtx keyless = [] {
     RequestCtx ctx{};
     ctx.outcome = Outcome::missing;
-    ctx.decided = true;
-    ctx.responded = true;
+    ctx.state = RequestState::answered;
     return ctx;
 }();
 
@@ -90,19 +89,20 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
 {
     const OutcomeInfo& outcome = outcome_info(ctx->outcome);
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: \"%V\": %*s%s", &ctx->redis_key,
-                   outcome.name.size(), outcome.name.data(), ctx->responded ? " (already answered)" : "");
-    if (ctx->responded) {
-        if (ctx->capturing) {
+                   outcome.name.size(), outcome.name.data(), acted(ctx) ? " (already answered)" : "");
+    if (acted(ctx)) {
+        if (capturing(ctx)) {
             protect_content_handler(ctx);
         }
         return NGX_DECLINED;
     }
-    ctx->responded = true;
-
-    switch (ctx->outcome) {
-    case Outcome::fresh:
+    if (ctx->state == RequestState::granted) {
         capture_begin(ctx);
         return NGX_DECLINED;
+    }
+    enter(ctx, RequestState::answered);
+
+    switch (ctx->outcome) {
     case Outcome::replayed:
     case Outcome::waited:
         return replay(r, ctx);
@@ -224,7 +224,8 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
     }
     RequestCtx* ctx = find_ctx(r);
     if (ctx != nullptr) {
-        return ctx->decided ? respond(r, ctx) : NGX_DONE;
+        // before the claim's answer (body, claim, wait), the phase waits
+        return ctx->state >= RequestState::granted ? respond(r, ctx) : NGX_DONE;
     }
 
     auto* conf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
@@ -276,6 +277,7 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: key accepted, store key \"%V\"; reading the body", &ctx->redis_key);
+    enter(ctx, RequestState::reading_body);
     ngx_int_t rc = ngx_http_read_client_request_body(r, body_ready);
     if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
         return rc;

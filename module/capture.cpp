@@ -48,9 +48,9 @@ void free_record(RequestCtx* ctx)
     ctx->record = nullptr;
 }
 
+// The capture is over: the claim was settled (or is about to be).
 void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
 {
-    ctx->capturing = false;
     free_record(ctx);
 }
 
@@ -119,7 +119,7 @@ void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
 // it is written right before the body, whatever its size.
 void finish(ngx_http_request_t* r, RequestCtx* ctx)
 {
-    if (!ctx->owns_claim) {
+    if (!holds_claim(ctx)) {
         return;
     }
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -190,7 +190,7 @@ ngx_int_t header_filter(ngx_http_request_t* r)
 {
     // the upper filter found the context (find_ctx) for this header already
     auto* ctx = r == r->main ? static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module)) : nullptr;
-    if (ctx == nullptr || !ctx->capturing || ctx->response_status == 0 || ctx->headers.elts != nullptr) {
+    if (ctx == nullptr || !capturing(ctx) || ctx->response_status == 0 || ctx->headers.elts != nullptr) {
         return next_header_filter(r);
     }
 
@@ -248,30 +248,30 @@ ngx_int_t header_filter(ngx_http_request_t* r)
 // gone. At whichever point the body is recorded (capture_point).
 ngx_int_t record_body(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* in, ngx_http_output_body_filter_pt next)
 {
-    if (ctx->capturing) {
+    if (capturing(ctx)) {
         guard_client_timeout(ctx);
     }
 
     bool last = false;
     for (ngx_chain_t* cl = in; cl; cl = cl->next) {
         ngx_buf_t* b = cl->buf;
-        if (ctx->capturing) {
+        if (capturing(ctx)) {
             append(r, ctx, b);
         }
         if (b->last_buf) {
             last = true;
         }
     }
-    if (last && ctx->capturing) {
+    if (last && capturing(ctx)) {
         finish(r, ctx);
     }
 
-    if (ctx->detached) {
+    if (client_left(ctx)) {
         consume(in);
         return NGX_OK;
     }
     ngx_int_t rc = next(r, in);
-    if (rc == NGX_ERROR && r->connection->error && ctx->capturing) {
+    if (rc == NGX_ERROR && r->connection->error && capturing(ctx)) {
         consume(in);
         detach(r, ctx);
         return NGX_OK;
@@ -285,7 +285,7 @@ RequestCtx* recording_ctx(ngx_http_request_t* r)
         return nullptr;
     }
     auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
-    if (ctx == nullptr || !(ctx->capturing || ctx->detached) || ctx->response_status == 0) {
+    if (ctx == nullptr || !(capturing(ctx) || client_left(ctx)) || ctx->response_status == 0) {
         return nullptr;
     }
     return ctx;
@@ -314,7 +314,7 @@ ngx_uint_t count_headers(ngx_list_t& list)
 ngx_int_t upper_header_filter(ngx_http_request_t* r)
 {
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
-    if (ctx != nullptr && ctx->capturing && ctx->response_status == 0) {
+    if (ctx != nullptr && capturing(ctx) && ctx->response_status == 0) {
         ctx->response_status = r->headers_out.status;
         if (keep_response(r, ctx)) {
             ctx->upper_headers = count_headers(r->headers_out.headers);
@@ -361,7 +361,7 @@ void capture_begin(RequestCtx* ctx) noexcept
                    "idempotency: forwarding the request for \"%V\" with its claim held", &ctx->redis_key);
     // without memory for the cleanup the response is not captured: the
     // claim ends unreplayable (capture_settle)
-    ctx->capturing = drain_when_terminated(ctx);
+    enter(ctx, drain_when_terminated(ctx) ? RequestState::forwarded : RequestState::uncaptured);
     claim_hold(ctx);
     protect_content_handler(ctx);
 }
@@ -374,10 +374,9 @@ void capture_settle(RequestCtx* ctx) noexcept
 {
     free_record(ctx);
     claim_stop_renewing(ctx);
-    if (!ctx->owns_claim) {
+    if (!holds_claim(ctx)) {
         return;
     }
-    ctx->capturing = false;
     Verdict verdict = judge_unfinished(upstream_facts(ctx->request, nullptr), ctx->response_status != 0);
     if (verdict.disposition == Disposition::release) {
         claim_release(ctx, verdict.why);

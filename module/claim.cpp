@@ -129,7 +129,7 @@ void on_claim_timeout(ngx_event_t* ev)
 void on_renew(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
-    if (!ctx->owns_claim) {
+    if (!holds_claim(ctx)) {
         return;
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->redis_key);
@@ -165,6 +165,12 @@ struct TokenSource {
 
 TokenSource tokens;
 
+// The claim is settled: the request no longer holds it.
+void settled(RequestCtx* ctx)
+{
+    enter(ctx, client_left(ctx) ? RequestState::drained : RequestState::settled);
+}
+
 }  // namespace
 
 // The claim's answer, or the answer of the look its wait group made (wait.cpp).
@@ -188,7 +194,6 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
     Outcome outcome = result.outcome;
     switch (outcome) {
     case Outcome::fresh:
-        ctx->owns_claim = true;
         take_lease(ctx);
         break;
     case Outcome::replayed:
@@ -200,6 +205,7 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
         break;
     case Outcome::conflict:  // the original is in flight
         if (wait_for_original(ctx)) {
+            enter(ctx, RequestState::waiting);
             return;
         }
         break;
@@ -256,6 +262,7 @@ void claim_key(RequestCtx* ctx) noexcept
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claiming \"%V\" for %M ms",
                    &ctx->redis_key, conf->lock_ttl);
+    enter(ctx, RequestState::claiming);
     set_event(ctx->timer, on_claim_timeout, ctx, r->connection->log);
     ngx_add_timer(&ctx->timer, conf->redis_timeout);
 }
@@ -290,7 +297,7 @@ void claim_release(RequestCtx* ctx, const char* why) noexcept
     ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0, "idempotency: releasing \"%V\": %s",
                   &ctx->redis_key, why);
     ctx->store->release(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
-    ctx->owns_claim = false;
+    settled(ctx);
     ctx->outcome = Outcome::released;
     wake_waiters(ctx);
 }
@@ -335,7 +342,7 @@ void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noe
     }
     count(Counter::stored_responses);
     count(Counter::stored_bytes, value.size());
-    ctx->owns_claim = false;
+    settled(ctx);
     wake_waiters(ctx);
 }
 

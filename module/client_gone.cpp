@@ -52,9 +52,9 @@ void client_timeout_guard(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
     ngx_event_t* wev = r->connection->write;
-    if (wev->timedout && ctx != nullptr && (ctx->capturing || ctx->detached)) {
+    if (wev->timedout && ctx != nullptr && (capturing(ctx) || client_left(ctx))) {
         wev->timedout = 0;
-        if (!ctx->detached) {
+        if (!client_left(ctx)) {
             ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                           "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->redis_key);
             detach(r, ctx);
@@ -73,11 +73,11 @@ void client_timeout_guard(ngx_http_request_t* r)
 void drain_for_capture(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
-    if (!ctx->capturing || ctx->response_status == 0) {
+    if (!capturing(ctx) || ctx->response_status == 0) {
         return;
     }
     ngx_http_request_t* r = ctx->request;
-    if (!ctx->detached) {
+    if (!client_left(ctx)) {
         detach(r, ctx);
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -117,7 +117,7 @@ void detach(ngx_http_request_t* r, RequestCtx* ctx)
 {
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "idempotency: client gone, the response to \"%V\" is still captured", &ctx->redis_key);
-    ctx->detached = true;
+    enter(ctx, RequestState::client_gone);
     consume(r->out);
     r->out = nullptr;
     r->connection->buffered = 0;
