@@ -16,6 +16,7 @@
 #include "claim.hpp"
 #include "client_gone.hpp"
 #include "key.hpp"
+#include "request_ctx.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "problem.hpp"
@@ -88,7 +89,7 @@ RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
 ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
 {
     const OutcomeInfo& outcome = outcome_info(ctx->outcome);
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: \"%V\": %*s%s", &ctx->redis_key,
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: \"%V\": %*s%s", &ctx->claim.key,
                    outcome.name.size(), outcome.name.data(), acted(ctx) ? " (already answered)" : "");
     if (acted(ctx)) {
         if (capturing(ctx)) {
@@ -166,29 +167,6 @@ KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, 
         return found == KeyLookup::one;
     });
     return found;
-}
-
-// The store key: the virtual server and the caller's scope, then the key.
-bool derive_key(ngx_http_request_t* r, RequestCtx* ctx, std::string_view key)
-{
-    ngx_str_t scope = ngx_null_string;
-    if (ctx->conf->scope != nullptr && ngx_http_complex_value(r, ctx->conf->scope, &scope) != NGX_OK) {
-        return false;
-    }
-    const ngx_str_t& space = ctx->conf->key_space;
-    auto* spaced = static_cast<u_char*>(ngx_pnalloc(r->pool, space.len + scope.len));
-    const ngx_str_t& prefix = ctx->conf->key_prefix;
-    ctx->redis_key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, prefix.len + key_hash_hex_length));
-    if (spaced == nullptr || ctx->redis_key.data == nullptr) {
-        return false;
-    }
-    u_char* end = ngx_cpymem(spaced, space.data, space.len);
-    if (scope.len != 0) {  // an unset scope has no data at all
-        ngx_memcpy(end, scope.data, scope.len);
-    }
-    ctx->redis_key.len = derive_redis_key(view(prefix), {reinterpret_cast<char*>(spaced), space.len + scope.len}, key,
-                                          reinterpret_cast<char*>(ctx->redis_key.data));
-    return ctx->redis_key.len != 0;
 }
 
 }  // namespace
@@ -271,12 +249,12 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
         set_outcome(ctx, Outcome::invalid);
         return respond(r, ctx);
     }
-    if (!derive_key(r, ctx, {key, parsed.length})) {
+    if (!claim_name(ctx, {key, parsed.length})) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "idempotency: key accepted, store key \"%V\"; reading the body", &ctx->redis_key);
+                   "idempotency: key accepted, store key \"%V\"; reading the body", &ctx->claim.key);
     enter(ctx, RequestState::reading_body);
     ngx_int_t rc = ngx_http_read_client_request_body(r, body_ready);
     if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {

@@ -5,10 +5,29 @@
 
 #include <string_view>
 
-#include "request_ctx.hpp"
+#include "ngx.hpp"
 #include "store.hpp"
 
 namespace idem {
+
+struct RequestCtx;
+
+// The claim's part of the request context, written by claim.cpp alone.
+struct Claim {
+    ngx_str_t key;          // the store key (claim_name)
+    ngx_str_t record;       // the claim record: the fingerprint and the request's token
+    Store* store;           // the location's store
+    PendingOp* pending;     // the claim in flight, nullptr when none
+    ngx_event_t timer;      // idempotency_redis_timeout for the claim in flight
+    ngx_msec_t lease_end;   // until when the claim surely holds (lease.hpp), from when it was sent
+    Lease* lease;           // once the claim is ours: lease_end, revoked by a renewal that finds the claim gone
+    ngx_event_t renew_timer;  // extends the claim while the response is in progress
+};
+
+// Names the claim: its store key, from the virtual server, the caller's
+// scope and the request's key. False when out of memory or the scope
+// cannot be evaluated.
+bool claim_name(RequestCtx* ctx, std::string_view key) noexcept;
 
 // The claim record: the fingerprint and a token unique to this request.
 bool make_claim_record(RequestCtx* ctx) noexcept;

@@ -9,6 +9,8 @@
 
 #include "client_gone.hpp"
 
+#include "request_ctx.hpp"
+
 namespace idem {
 namespace {
 
@@ -21,7 +23,7 @@ ngx_int_t protected_content_handler(ngx_http_request_t* r)
     ngx_http_event_handler_pt read_before = r->read_event_handler;
     ngx_http_event_handler_pt write_before = r->write_event_handler;
 
-    ngx_int_t rc = ctx->content_handler(r);
+    ngx_int_t rc = ctx->client.content_handler(r);
 
     ngx_http_upstream_t* u = r->upstream;
     if (u != nullptr && u->conf != nullptr && !u->conf->ignore_client_abort) {
@@ -56,12 +58,12 @@ void client_timeout_guard(ngx_http_request_t* r)
         wev->timedout = 0;
         if (!client_left(ctx)) {
             ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->redis_key);
+                          "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->claim.key);
             detach(r, ctx);
         }
     }
-    if (ctx != nullptr && ctx->write_handler != nullptr) {
-        ctx->write_handler(r);
+    if (ctx != nullptr && ctx->client.write_handler != nullptr) {
+        ctx->client.write_handler(r);
     }
 }
 
@@ -82,7 +84,7 @@ void drain_for_capture(void* data)
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: the request ends before its client got the response to \"%V\": capturing the rest",
-                   &ctx->redis_key);
+                   &ctx->claim.key);
     ngx_http_output_filter(r, nullptr);
 }
 
@@ -116,7 +118,7 @@ void consume(ngx_chain_t* cl)
 void detach(ngx_http_request_t* r, RequestCtx* ctx)
 {
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "idempotency: client gone, the response to \"%V\" is still captured", &ctx->redis_key);
+                  "idempotency: client gone, the response to \"%V\" is still captured", &ctx->claim.key);
     enter(ctx, RequestState::client_gone);
     consume(r->out);
     r->out = nullptr;
@@ -129,7 +131,7 @@ void guard_client_timeout(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;
     if (r->write_event_handler != client_timeout_guard) {
-        ctx->write_handler = r->write_event_handler;
+        ctx->client.write_handler = r->write_event_handler;
         r->write_event_handler = client_timeout_guard;
     }
 }
@@ -143,7 +145,7 @@ void protect_content_handler(RequestCtx* ctx) noexcept
     if (r->content_handler != nullptr && r->content_handler != protected_content_handler) {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "idempotency: protecting the content handler of \"%V\" from client aborts", &r->uri);
-        ctx->content_handler = r->content_handler;
+        ctx->client.content_handler = r->content_handler;
         r->content_handler = protected_content_handler;
     }
 }

@@ -5,12 +5,14 @@
 // passes without a key shares one read-only context instead (access.cpp).
 #pragma once
 
+#include "capture.hpp"
+#include "claim.hpp"
+#include "client_gone.hpp"
 #include "conf.hpp"
 #include "outcome.hpp"
+#include "wait.hpp"
 
 namespace idem {
-
-struct WaitGroup;
 
 // Where a request is in its life. Each transition is one call to enter(),
 // which logs the old and the new state at debug level, so that a debug log
@@ -76,54 +78,32 @@ constexpr const char* state_name(RequestState s) noexcept
     return names[static_cast<unsigned>(s)];
 }
 
-// Where a claimed request's body is recorded (capture.cpp): at the upper
-// filter point when no filter in between changes it, else at the lower.
-enum class CapturePoint : std::uint8_t { undecided, upper, lower };
-
-// Everything the module knows about one main request.
+// Everything the module knows about one main request. Each part is written
+// by the files that own it alone (others only read it): the request's
+// identity and its answer here, the claim's, the wait's, the capture's and
+// the client guard's parts in the structures their own headers declare, as
+// nginx keeps ngx_http_request_body_t apart from ngx_http_request_t.
 struct RequestCtx {
     ngx_http_request_t* request;
     LocConf* conf;
     RequestState state;    // enter() alone writes it
+    Digest fingerprint;    // of the request (body_fingerprint.cpp), before the claim
+
+    // What the request gets: the claim's answer (claim.cpp), or the key's
+    // own (access.cpp): the outcome and, for a replay, the stored response,
+    // decoded once; its views into the store's reply, taken over by
+    // r->pool, or into a copy in r->pool.
     Outcome outcome;
-
-    // pre-content phase
-    ngx_event_t timer;     // Redis timeout for the pending claim
-    ngx_event_t wait_timer;  // idempotency_wait: when the wait runs out
-    ngx_msec_t wait_deadline;
-    bool waited;
-    bool wait_due;         // the wait ran out: answered by the group's next look
-    WaitGroup* wait_group; // the requests waiting for the same original (wait.cpp)
-    ngx_queue_t wait_link;
-    PendingOp* pending;    // the claim in flight, nullptr when none
-    Store* store;
-
-    // identity of the claim
-    Digest fingerprint;
-    ngx_str_t redis_key;
-    ngx_str_t claim;       // the claim record: fingerprint and random token
-    ngx_msec_t lease_end;  // until when the claim surely holds (lease.hpp), from when it was sent
-    Lease* lease;          // once the claim is ours: lease_end, revoked by a renewal that finds the claim gone
-    ngx_event_t renew_timer;  // extends the claim while the response is in progress
-
-    // replay: the stored response, decoded once; its views into the store's
-    // reply, taken over by r->pool, or into a copy in r->pool
     const Record* stored;
 
-    // capture (capture.cpp): the response record is built in place — its
-    // head is written at the end, the body bytes go after it as they pass
-    bool oversize;         // over idempotency_max_response_size: stored as unreplayable
+    // The forwarded response's status as the upper filter point saw it,
+    // 0 until its header passed there (capture.cpp writes it).
     ngx_uint_t response_status;
-    ngx_uint_t upper_headers;  // response headers in the list at the upper filter point
-    std::uint8_t upper_body_flags;  // what the filters had asked of the body there
-    CapturePoint capture_point;
-    ngx_array_t headers;   // of Header
-    char* record;
-    size_t head_size;
-    size_t body_size;
-    size_t capacity;
-    ngx_http_handler_pt content_handler;  // the location's, wrapped by ours
-    ngx_http_event_handler_pt write_handler;  // the upstream's, behind the client-timeout guard
+
+    Claim claim;           // claim.hpp: the store key, the claim record, its lease
+    Wait wait;             // wait.hpp: idempotency_wait
+    Capture capture;       // capture.hpp: the response record being built
+    ClientGuard client;    // client_gone.hpp: the handlers wrapped against client aborts
 };
 
 // The request's context, also after an internal redirect wiped nginx's
@@ -134,7 +114,7 @@ RequestCtx* find_ctx(ngx_http_request_t* r) noexcept;
 inline void enter(RequestCtx* ctx, RequestState next) noexcept
 {
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0, "idempotency: request state %s -> %s (\"%V\")",
-                   state_name(ctx->state), state_name(next), &ctx->redis_key);
+                   state_name(ctx->state), state_name(next), &ctx->claim.key);
     ctx->state = next;
 }
 

@@ -12,9 +12,22 @@
 // Must not touch: the answers themselves (claim.cpp's claim_answered).
 #pragma once
 
-#include "request_ctx.hpp"
+#include "ngx.hpp"
 
 namespace idem {
+
+struct RequestCtx;
+struct WaitGroup;
+
+// The wait's part of the request context, written by wait.cpp alone.
+struct Wait {
+    WaitGroup* group;      // the requests waiting for the same original, nullptr when not waiting
+    ngx_queue_t link;      // in the group's members
+    ngx_event_t timer;     // when the wait runs out
+    ngx_msec_t deadline;   // idempotency_wait after the first conflict
+    bool waited;           // the request has waited (deadline is set)
+    bool due;              // the wait ran out: answered by the group's next look
+};
 
 // ctx's claim found the original in flight: wait for it (true), or not —
 // idempotency_wait is off or over (false: the request gets 409).
