@@ -100,9 +100,11 @@ void take_lease(RequestCtx* ctx)
     cln->data = ctx;
 }
 
+void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant) noexcept;
+
 void on_claim(void* data, const ClaimResult& result)
 {
-    claim_answered(static_cast<RequestCtx*>(data), result);
+    answered(static_cast<RequestCtx*>(data), result, nullptr);
 }
 
 void on_claim_timeout(ngx_event_t* ev)
@@ -173,19 +175,18 @@ void settled(RequestCtx* ctx)
     enter(ctx, client_left(ctx) ? RequestState::drained : RequestState::settled);
 }
 
-}  // namespace
 
-// The claim's answer, or the answer of the look its wait group made (wait.cpp).
-void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
+// What the store answered, to the request's own claim or to a look its wait
+// group made (wait.cpp, which answers through this function): sets
+// ctx->outcome and runs the request's phases again, unless the request
+// waits on for an original in flight. A look granted the claim hands over
+// the claim record it was made with and the lease from when it was sent.
+void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant) noexcept
 {
     ngx_http_request_t* r = ctx->request;
     ctx->claim.pending = nullptr;
     if (ctx->claim.timer.timer_set) {
         ngx_del_timer(&ctx->claim.timer);
-    }
-
-    if (ctx->wait.waited && result.outcome != Outcome::conflict) {
-        observe_wait(ngx_current_msec - (ctx->wait.deadline - ctx->conf->wait));
     }
 
 #if (NGX_DEBUG)
@@ -196,6 +197,10 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
     Outcome outcome = result.outcome;
     switch (outcome) {
     case Outcome::fresh:
+        if (grant != nullptr) {  // all claim records have the same size
+            std::memcpy(ctx->claim.record.data, grant->record.data(), grant->record.size());
+            ctx->claim.lease_end = grant->lease_end;
+        }
         take_lease(ctx);
         break;
     case Outcome::replayed:
@@ -206,7 +211,7 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
         }
         break;
     case Outcome::conflict:  // the original is in flight
-        if (wait_for_original(ctx)) {
+        if (wait_for_original(ctx, answered)) {
             enter(ctx, RequestState::waiting);
             return;
         }
@@ -217,6 +222,8 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
     set_outcome(ctx, outcome);
     resume(r);
 }
+
+}  // namespace
 
 // The store key: the virtual server and the caller's scope, then the key.
 bool claim_name(RequestCtx* ctx, std::string_view key) noexcept

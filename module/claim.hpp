@@ -34,10 +34,6 @@ bool make_claim_record(RequestCtx* ctx) noexcept;
 // Claims ctx->redis_key in the location's store (or reads what holds it);
 // the answer sets ctx->outcome and runs the request's phases again.
 void claim_key(RequestCtx* ctx) noexcept;
-// What the store answered (to the request's own claim, or to a look its
-// wait group made): sets ctx->outcome and runs the request's phases again,
-// unless the request waits on for an original in flight.
-void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept;
 // The request goes away: no more waiting for the store's answer.
 void claim_stop_waiting(RequestCtx* ctx) noexcept;
 

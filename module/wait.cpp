@@ -5,7 +5,6 @@
 #include <cstring>
 #include <new>
 
-#include "claim.hpp"
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
@@ -89,12 +88,15 @@ void leave(RequestCtx* ctx) noexcept
 
 // Answers one member, which leaves the group first; the group stays
 // allocated through the answer (its request may finish other members).
-void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result) noexcept
+void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant = nullptr) noexcept
 {
     leave(ctx);
+    if (result.outcome != Outcome::conflict) {
+        observe_wait(ngx_current_msec - (ctx->wait.deadline - ctx->conf->wait));
+    }
     bool outer = g->answering;
     g->answering = true;
-    claim_answered(ctx, result);
+    ctx->wait.answer(ctx, result, grant);
     g->answering = outer;
 }
 
@@ -155,10 +157,8 @@ void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
 // with (all claim records have the same size); the others wait on for it.
 void granted(WaitGroup* g, const ClaimResult& result) noexcept
 {
-    RequestCtx* ctx = first_member(g);
-    std::memcpy(ctx->claim.record.data, g->claim, g->claim_len);
-    ctx->claim.lease_end = g->lease_end;
-    answer(g, ctx, result);
+    LookGrant grant{{g->claim, g->claim_len}, g->lease_end};
+    answer(g, first_member(g), result, &grant);
     if (g->size == 0) {
         free_if_empty(g);
         return;
@@ -335,12 +335,13 @@ bool join(RequestCtx* ctx) noexcept
 
 }  // namespace
 
-bool wait_for_original(RequestCtx* ctx) noexcept
+bool wait_for_original(RequestCtx* ctx, WaitAnswer answer) noexcept
 {
     LocConf* conf = ctx->conf;
     if (conf->wait == 0) {
         return false;
     }
+    ctx->wait.answer = answer;
     if (!ctx->wait.waited) {
         ctx->wait.waited = true;
         ctx->wait.deadline = ngx_current_msec + conf->wait;
