@@ -1,9 +1,10 @@
 // access.cpp — the pre-content phase handler, run once nginx's access checks
-// admitted the request: a small per-request state machine.
-//   key header -> read the whole body -> fingerprint (body_fingerprint.cpp)
-//   -> claim the key (claim.cpp)
-//   -> forward (capture.cpp records the response) or answer: replay, 409,
-//   410, 422, 503.
+// admitted the request; it drives the request through the first states of
+// its life (request_ctx.hpp's RequestState):
+//   checking_key: the key header -> reading_body: the whole body, then its
+//   fingerprint (body_fingerprint.cpp) -> claiming, waiting (claim.cpp,
+//   wait.cpp) -> granted: forwarded (capture.cpp records the response), or
+//   decided: answered (replay, 409, 410, 422, 503).
 // Owns the request context's lifetime: its pool cleanup stops what the
 // claim still waits for and settles a claim whose response never completed.
 // A request that passes without a key gets no context of its own (one shared,

@@ -15,6 +15,9 @@
 // in place, read from a temporary file where nginx parked them. When the
 // client goes away first the response is still captured (client_gone.cpp):
 // the body filter swallows what would have been sent.
+// Owns the capture's part of the request context (capture.hpp's Capture)
+// and the response's status; moves the request from granted to forwarded
+// (and the claim, through claim.cpp, to settled).
 // Must not touch: the request's response itself — the client sees it unchanged.
 
 #include "capture.hpp"

@@ -1,8 +1,12 @@
-// claim.cpp — the claim's whole life: made (a random token per request,
-// fenced), answered (forward, replay, 409, 410, 422, 503), waited for while
-// an original is in flight (idempotency_wait), renewed while the response
-// is in progress, and settled: completed with the record, released, marked
-// unreplayable, or abandoned when the request goes away first.
+// claim.cpp — the claim's whole life and the claim's part of the request
+// context (claim.hpp's Claim): named (the store key), made (the
+// fingerprint and a token unique to the request: a random prefix drawn once
+// per worker, then a counter), answered (granted, replay, 409, 410, 422,
+// 503), handed to a wait group while an original is in flight (wait.cpp
+// answers through claim.cpp's function), renewed while the response is in
+// progress, and settled: completed with the record, released, marked
+// unreplayable, or abandoned when the request goes away first. Moves the
+// request to claiming, waiting, granted or decided, and to settled.
 // Must not touch: the response itself (capture.cpp), the answers
 // (access.cpp, replay.cpp, problem.cpp).
 

@@ -1,6 +1,8 @@
-// claim.hpp — the claim's whole life (claim.cpp): claimed once the request
-// is fingerprinted, answered into ctx->outcome and the phases run again,
-// waited for, renewed while its response is in progress, and settled.
+// claim.hpp — the claim's whole life (claim.cpp): named once the key is
+// accepted, made and claimed once the request is fingerprinted, answered
+// into ctx->outcome and the phases run again, waited for, renewed while its
+// response is in progress, and settled. Declares the claim's part of the
+// request context.
 #pragma once
 
 #include <string_view>

@@ -1,10 +1,12 @@
-// client_gone.cpp — every way the client leaves (README "Among nginx's other modules"): a claimed
-// request's upstream exchange runs to its end and its response is still
-// captured when the client closes, resets, or stops reading until
+// client_gone.cpp — every way the client leaves (docs/design.md#client-leaves):
+// a claimed request's upstream exchange runs to its end and its response is
+// still captured when the client closes, resets, or stops reading until
 // send_timeout fires. The content handler is wrapped so that the upstream
 // module ignores client aborts for this request only, in whichever location
-// serves it; a write error or a client timeout detaches the client, and the
-// body filter swallows what it would have been sent.
+// serves it; a write error or a client timeout detaches the client (the
+// request moves from forwarded to client_gone), and the body filter
+// swallows what would have been sent. Owns the client guard's part of the
+// request context (client_gone.hpp's ClientGuard).
 // Must not touch: requests without a claim.
 
 #include "client_gone.hpp"
@@ -44,12 +46,12 @@ ngx_int_t protected_content_handler(ngx_http_request_t* r)
     return rc;
 }
 
-// A client that stops reading is the same case as one that closes (rule 4):
-// when send_timeout fires while the claimed response is still being
-// captured, the client is let go and the upstream exchange runs on through
-// the body filter, instead of the upstream module ending it ("client timed
-// out") and draining the rest unseen. Sits in front of the write handler
-// the upstream module installed.
+// A client that stops reading is the same case as one that closes
+// (docs/design.md#client-leaves): when send_timeout fires while the claimed
+// response is still being captured, the client is let go and the upstream
+// exchange runs on through the body filter, instead of the upstream module
+// ending it ("client timed out") and draining the rest unseen. Sits in
+// front of the write handler the upstream module installed.
 void client_timeout_guard(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);

@@ -1,5 +1,7 @@
 // request_ctx.hpp — what the module knows about one main request, from its
-// key to its settled claim, and what it gets (outcome.hpp). Lives in
+// key to its settled claim: where it is in its life (RequestState, moved on
+// by enter() alone), what it gets (outcome.hpp), and the parts the claim,
+// the wait, the capture and the client guard own (their headers). Lives in
 // r->pool; its pool cleanup (access.cpp) stops what the claim still waits
 // for and settles a claim whose response never completed. A request that
 // passes without a key shares one read-only context instead (access.cpp).
@@ -24,13 +26,14 @@ namespace idem {
 //                                                           |    client_gone -> drained
 //                                                           v
 //                                                      uncaptured -> settled
-//   checking_key, claiming, waiting -> decided -> answered
+//   checking_key, reading_body, claiming, waiting -> decided -> answered
 //   granted -> settled (the request ends before it is forwarded)
 //
 //   checking_key  created: the key is looked for and checked (access.cpp);
 //                 -> reading_body, or -> decided (missing, invalid).
 //   reading_body  the key is good: the body is read and fingerprinted;
-//                 -> claiming, or the request ends with 500.
+//                 -> claiming, -> decided (the store cannot be reached),
+//                 or the request ends with 500.
 //   claiming      the claim is at the store, its answer awaited (claim.cpp);
 //                 -> granted, -> waiting (the original is in flight), or
 //                 -> decided (replay, 409, 410, 422, 503).

@@ -9,7 +9,10 @@
 // wait on for it. A member whose wait runs out gets a last look (shared with
 // whoever else is due) and then 409. An original that settles in the same
 // worker wakes its group at once.
-// Must not touch: the answers themselves (claim.cpp's claim_answered).
+// Each member is answered through the function its request gave when it
+// began to wait (claim.cpp's): wait.* calls nothing of claim.cpp. Owns the
+// wait's part of the request context (Wait) and the groups.
+// Must not touch: the answers themselves, the claim's fields.
 #pragma once
 
 #include <string_view>
