@@ -144,13 +144,14 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
         char* tail_at = tail != 0 ? reserve(r, ctx, tail) : nullptr;
         if (head == 0 || head > ctx->capture.head_size || (extras.any() && tail_at == nullptr)) {
             claim_unreplayable(ctx, ctx->capture.oversize ? "larger than idempotency_max_response_size"
-                                                  : "its headers do not fit a record");
+                                                          : "its headers do not fit a record");
         } else {
             char* start = ctx->capture.record + ctx->capture.head_size - head;
             encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
                                  ctx->capture.headers.nelts, ctx->capture.body_size, extras);
             encode_response_tail(tail_at, extras);
-            claim_complete(ctx, {start, head + ctx->capture.body_size + tail}, ctx->capture.record);  // may take it over
+            // may take the record over
+            claim_complete(ctx, {start, head + ctx->capture.body_size + tail}, ctx->capture.record);
         }
     }
     stop_capture(r, ctx);
@@ -210,7 +211,8 @@ ngx_int_t header_filter(ngx_http_request_t* r)
         claim_unreplayable(ctx, "out of memory");
         return next_header_filter(r);
     }
-    HeaderLimit limit = check_header_limits(static_cast<const Header*>(ctx->capture.headers.elts), ctx->capture.headers.nelts);
+    auto* headers = static_cast<const Header*>(ctx->capture.headers.elts);
+    HeaderLimit limit = check_header_limits(headers, ctx->capture.headers.nelts);
     if (limit != HeaderLimit::ok) {
         stop_capture(r, ctx);
         claim_unreplayable(ctx, limit == HeaderLimit::too_many ? "more than 100 response headers"
@@ -220,7 +222,7 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     // room for the head of a record with extras (flags, trailers), which
     // are known only once the last byte has passed
     ResponseExtras with_extras{expect_trailers};
-    ctx->capture.head_size = response_head_size(static_cast<const Header*>(ctx->capture.headers.elts), ctx->capture.headers.nelts, with_extras);
+    ctx->capture.head_size = response_head_size(headers, ctx->capture.headers.nelts, with_extras);
     off_t expected = r->headers_out.content_length_n;
     size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size
                           ? static_cast<size_t>(expected)
@@ -289,7 +291,7 @@ RequestCtx* recording_ctx(ngx_http_request_t* r)
         return nullptr;
     }
     auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
-    if (ctx == nullptr || !(capturing(ctx) || client_left(ctx)) || ctx->response_status == 0) {
+    if (ctx == nullptr || !following(ctx) || ctx->response_status == 0) {
         return nullptr;
     }
     return ctx;

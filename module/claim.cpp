@@ -283,7 +283,8 @@ void claim_key(RequestCtx* ctx) noexcept
                            keys ? keys->nelts : 0};
         // the lease a grant of this attempt will have (used once the claim is ours)
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
-        ctx->claim.pending = ctx->claim.store->claim(view(ctx->claim.key), view(ctx->claim.record), conf->lock_ttl, waiter);
+        ctx->claim.pending =
+            ctx->claim.store->claim(view(ctx->claim.key), view(ctx->claim.record), conf->lock_ttl, waiter);
     }
     if (ctx->claim.pending == nullptr) {
         if (unreachable_log.admit()) {
@@ -369,8 +370,8 @@ void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noe
                    "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", value.size(), &ctx->claim.key,
                    ctx->conf->ttl, within_lease ? "within the claim's lease so far" : "fenced");
     char* taken = value.data() == sealed ? sealed : value.data() == record.data() ? buffer : nullptr;
-    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), value, ctx->conf->ttl, ctx->conf->lock_ttl,
-                         within_lease ? ctx->claim.lease : nullptr, taken);
+    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), value, ctx->conf->ttl,
+                               ctx->conf->lock_ttl, within_lease ? ctx->claim.lease : nullptr, taken);
     if (taken != nullptr && taken == buffer) {
         buffer = nullptr;
     }

@@ -56,7 +56,7 @@ void client_timeout_guard(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
     ngx_event_t* wev = r->connection->write;
-    if (wev->timedout && ctx != nullptr && (capturing(ctx) || client_left(ctx))) {
+    if (wev->timedout && ctx != nullptr && following(ctx)) {
         wev->timedout = 0;
         if (!client_left(ctx)) {
             ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,

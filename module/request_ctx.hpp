@@ -58,6 +58,8 @@ namespace idem {
 //                 released); the rest of the response passes untouched. Final.
 //   drained       settled after the client left: the rest of the response is
 //                 still swallowed. Final.
+// The order matters: before granted the request awaits its answer (the
+// pre-content phase waits); after decided the module has acted on it.
 enum class RequestState : std::uint8_t {
     checking_key,
     reading_body,
@@ -99,8 +101,10 @@ struct RequestCtx {
     Outcome outcome;
     const Record* stored;
 
-    // The forwarded response's status as the upper filter point saw it,
-    // 0 until its header passed there (capture.cpp writes it).
+    // The forwarded response's status, 0 until its header reached the upper
+    // filter point; capture.cpp writes it there and again as the client
+    // gets it (the lower point); claim.cpp's markers and client_gone.cpp
+    // read it.
     ngx_uint_t response_status;
 
     Claim claim;           // claim.hpp: the store key, the claim record, its lease
@@ -159,6 +163,13 @@ inline bool capturing(const RequestCtx* ctx) noexcept
 inline bool client_left(const RequestCtx* ctx) noexcept
 {
     return ctx->state == RequestState::client_gone || ctx->state == RequestState::drained;
+}
+
+// The response passes through the capture's body filter: recorded while
+// the claim is held, swallowed once the client left.
+inline bool following(const RequestCtx* ctx) noexcept
+{
+    return capturing(ctx) || ctx->state == RequestState::drained;
 }
 
 }  // namespace idem
