@@ -251,7 +251,7 @@ ngx_int_t header_filter(ngx_http_request_t* r)
 }
 
 // Records `in` and passes it to `next` — or swallows it once the client is
-// gone. At whichever point the body is recorded (capture_point).
+// gone. At whichever point the body is recorded (Capture::point).
 ngx_int_t record_body(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* in, ngx_http_output_body_filter_pt next)
 {
     if (capturing(ctx)) {

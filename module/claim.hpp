@@ -33,7 +33,7 @@ bool claim_name(RequestCtx* ctx, std::string_view key) noexcept;
 
 // The claim record: the fingerprint and a token unique to this request.
 bool make_claim_record(RequestCtx* ctx) noexcept;
-// Claims ctx->redis_key in the location's store (or reads what holds it);
+// Claims ctx->claim.key in the location's store (or reads what holds it);
 // the answer sets ctx->outcome and runs the request's phases again.
 void claim_key(RequestCtx* ctx) noexcept;
 // The request goes away: no more waiting for the store's answer.

@@ -15,7 +15,7 @@ namespace idem {
 // The requests of one worker waiting for one in-flight key.
 struct WaitGroup {
     ngx_str_node_t node;   // str: the group's identity (location, fingerprint, Redis key)
-    ngx_queue_t members;   // RequestCtx::wait_link, in the order they came
+    ngx_queue_t members;   // by Wait::link, in the order they came
     ngx_uint_t size;
     LocConf* conf;
     Store* store;
@@ -335,13 +335,13 @@ bool join(RequestCtx* ctx) noexcept
 
 }  // namespace
 
-bool wait_for_original(RequestCtx* ctx, WaitAnswer answer) noexcept
+bool wait_for_original(RequestCtx* ctx, WaitAnswer answered) noexcept
 {
     LocConf* conf = ctx->conf;
     if (conf->wait == 0) {
         return false;
     }
-    ctx->wait.answer = answer;
+    ctx->wait.answer = answered;
     if (!ctx->wait.waited) {
         ctx->wait.waited = true;
         ctx->wait.deadline = ngx_current_msec + conf->wait;

@@ -49,8 +49,8 @@ struct Wait {
 
 // ctx's claim found the original in flight: wait for it (true), or not —
 // idempotency_wait is off or over (false: the request gets 409). The
-// group's look answers it through `answer`, after it left the group.
-bool wait_for_original(RequestCtx* ctx, WaitAnswer answer) noexcept;
+// group's look answers it through `answered`, after it left the group.
+bool wait_for_original(RequestCtx* ctx, WaitAnswer answered) noexcept;
 
 // The original settled its claim in this worker (stored or released): its
 // waiters here look now rather than after their delay. The look goes to
