@@ -1,9 +1,10 @@
 // access.cpp — the pre-content phase handler, run once nginx's access checks
-// admitted the request: a small per-request state machine.
-//   key header -> read the whole body -> fingerprint (body_fingerprint.cpp)
-//   -> claim the key (claim.cpp)
-//   -> forward (capture.cpp records the response) or answer: replay, 409,
-//   410, 422, 503.
+// admitted the request; it drives the request through the first states of
+// its life (request_ctx.hpp's RequestState):
+//   checking_key: the key header -> reading_body: the whole body, then its
+//   fingerprint (body_fingerprint.cpp) -> claiming, waiting (claim.cpp,
+//   wait.cpp) -> granted: forwarded (capture.cpp records the response), or
+//   decided: answered (replay, 409, 410, 422, 503).
 // Owns the request context's lifetime: its pool cleanup stops what the
 // claim still waits for and settles a claim whose response never completed.
 // A request that passes without a key gets no context of its own (one shared,
@@ -16,6 +17,7 @@
 #include "claim.hpp"
 #include "client_gone.hpp"
 #include "key.hpp"
+#include "request_ctx.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "problem.hpp"
@@ -38,13 +40,12 @@ void cleanup(void* data)
 // A request that passes without a key reads `missing` and is counted once,
 // at its end, like any other; nothing is claimed, captured or answered for
 // it, so it needs no context of its own: all share this one, which nothing
-// writes after start-up. Its pool cleanup marks the request as decided for
-// an internal redirect's return to the phase.
+// writes after start-up. It is answered already (nothing to do) for an
+// internal redirect's return to the phase.
 RequestCtx keyless = [] {
     RequestCtx ctx{};
     ctx.outcome = Outcome::missing;
-    ctx.decided = true;
-    ctx.responded = true;
+    ctx.state = RequestState::answered;
     return ctx;
 }();
 
@@ -89,20 +90,21 @@ RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
 ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
 {
     const OutcomeInfo& outcome = outcome_info(ctx->outcome);
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: \"%V\": %*s%s", &ctx->redis_key,
-                   outcome.name.size(), outcome.name.data(), ctx->responded ? " (already answered)" : "");
-    if (ctx->responded) {
-        if (ctx->capturing) {
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: \"%V\": %*s%s", &ctx->claim.key,
+                   outcome.name.size(), outcome.name.data(), acted(ctx) ? " (already answered)" : "");
+    if (acted(ctx)) {
+        if (capturing(ctx)) {
             protect_content_handler(ctx);
         }
         return NGX_DECLINED;
     }
-    ctx->responded = true;
-
-    switch (ctx->outcome) {
-    case Outcome::fresh:
+    if (ctx->state == RequestState::granted) {
         capture_begin(ctx);
         return NGX_DECLINED;
+    }
+    enter(ctx, RequestState::answered);
+
+    switch (ctx->outcome) {
     case Outcome::replayed:
     case Outcome::waited:
         return replay(r, ctx);
@@ -168,29 +170,6 @@ KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, 
     return found;
 }
 
-// The store key: the virtual server and the caller's scope, then the key.
-bool derive_key(ngx_http_request_t* r, RequestCtx* ctx, std::string_view key)
-{
-    ngx_str_t scope = ngx_null_string;
-    if (ctx->conf->scope != nullptr && ngx_http_complex_value(r, ctx->conf->scope, &scope) != NGX_OK) {
-        return false;
-    }
-    const ngx_str_t& space = ctx->conf->key_space;
-    auto* spaced = static_cast<u_char*>(ngx_pnalloc(r->pool, space.len + scope.len));
-    const ngx_str_t& prefix = ctx->conf->key_prefix;
-    ctx->redis_key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, prefix.len + key_hash_hex_length));
-    if (spaced == nullptr || ctx->redis_key.data == nullptr) {
-        return false;
-    }
-    u_char* end = ngx_cpymem(spaced, space.data, space.len);
-    if (scope.len != 0) {  // an unset scope has no data at all
-        ngx_memcpy(end, scope.data, scope.len);
-    }
-    ctx->redis_key.len = derive_redis_key(view(prefix), {reinterpret_cast<char*>(spaced), space.len + scope.len}, key,
-                                          reinterpret_cast<char*>(ctx->redis_key.data));
-    return ctx->redis_key.len != 0;
-}
-
 }  // namespace
 
 RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
@@ -224,7 +203,8 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
     }
     RequestCtx* ctx = find_ctx(r);
     if (ctx != nullptr) {
-        return ctx->decided ? respond(r, ctx) : NGX_DONE;
+        // before the claim's answer (body, claim, wait), the phase waits
+        return ctx->state >= RequestState::granted ? respond(r, ctx) : NGX_DONE;
     }
 
     auto* conf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
@@ -270,12 +250,13 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
         set_outcome(ctx, Outcome::invalid);
         return respond(r, ctx);
     }
-    if (!derive_key(r, ctx, {key, parsed.length})) {
+    if (!claim_name(ctx, {key, parsed.length})) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "idempotency: key accepted, store key \"%V\"; reading the body", &ctx->redis_key);
+                   "idempotency: key accepted, store key \"%V\"; reading the body", &ctx->claim.key);
+    enter(ctx, RequestState::reading_body);
     ngx_int_t rc = ngx_http_read_client_request_body(r, body_ready);
     if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
         return rc;

@@ -15,6 +15,9 @@
 // in place, read from a temporary file where nginx parked them. When the
 // client goes away first the response is still captured (client_gone.cpp):
 // the body filter swallows what would have been sent.
+// Owns the capture's part of the request context (capture.hpp's Capture)
+// and the response's status; moves the request from granted to forwarded
+// (and the claim, through claim.cpp, to settled).
 // Must not touch: the request's response itself — the client sees it unchanged.
 
 #include "capture.hpp"
@@ -25,6 +28,7 @@
 #include "capture_headers.hpp"
 #include "client_gone.hpp"
 #include "disposition.hpp"
+#include "request_ctx.hpp"
 #include "send.hpp"
 #include "upstream_attempts.hpp"
 
@@ -44,31 +48,31 @@ constexpr size_t initial_body_capacity = 16 * 1024;
 // store can take it over instead of copying it.
 void free_record(RequestCtx* ctx)
 {
-    ngx_free(ctx->record);
-    ctx->record = nullptr;
+    ngx_free(ctx->capture.record);
+    ctx->capture.record = nullptr;
 }
 
+// The capture is over: the claim was settled (or is about to be).
 void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
 {
-    ctx->capturing = false;
     free_record(ctx);
 }
 
 bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
 {
-    size_t capacity = ngx_max(ctx->capacity, initial_body_capacity);
+    size_t capacity = ngx_max(ctx->capture.capacity, initial_body_capacity);
     while (capacity < need) {
         capacity *= 2;
     }
     capacity = ngx_min(capacity, ctx->conf->max_response_size);
-    auto* grown = static_cast<char*>(ngx_alloc(ctx->head_size + capacity, r->connection->log));
+    auto* grown = static_cast<char*>(ngx_alloc(ctx->capture.head_size + capacity, r->connection->log));
     if (grown == nullptr) {
         return false;
     }
-    std::memcpy(grown + ctx->head_size, ctx->record + ctx->head_size, ctx->body_size);
-    ngx_free(ctx->record);
-    ctx->record = grown;
-    ctx->capacity = capacity;
+    std::memcpy(grown + ctx->capture.head_size, ctx->capture.record + ctx->capture.head_size, ctx->capture.body_size);
+    ngx_free(ctx->capture.record);
+    ctx->capture.record = grown;
+    ctx->capture.capacity = capacity;
     return true;
 }
 
@@ -77,20 +81,20 @@ bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
 // of memory: the same outcome).
 char* reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t size)
 {
-    if (ctx->oversize) {
+    if (ctx->capture.oversize) {
         return nullptr;
     }
-    size_t need = ctx->body_size + size;
+    size_t need = ctx->capture.body_size + size;
     if (need > ctx->conf->max_response_size) {
-        ctx->oversize = true;
+        ctx->capture.oversize = true;
         free_record(ctx);
         return nullptr;
     }
-    if (need > ctx->capacity && !grow(r, ctx, need)) {
-        ctx->oversize = true;
+    if (need > ctx->capture.capacity && !grow(r, ctx, need)) {
+        ctx->capture.oversize = true;
         return nullptr;
     }
-    return ctx->record + ctx->head_size + ctx->body_size;
+    return ctx->capture.record + ctx->capture.head_size + ctx->capture.body_size;
 }
 
 // Appends what a buffer holds, in memory or in a file: the upstream's
@@ -108,10 +112,10 @@ void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
     if (ngx_buf_in_memory(b)) {
         std::memcpy(to, b->pos, static_cast<size_t>(size));
     } else if (ngx_read_file(b->file, reinterpret_cast<u_char*>(to), static_cast<size_t>(size), b->file_pos) != size) {
-        ctx->oversize = true;  // cannot keep it: same outcome as too large
+        ctx->capture.oversize = true;  // cannot keep it: same outcome as too large
         return;
     }
-    ctx->body_size += static_cast<size_t>(size);
+    ctx->capture.body_size += static_cast<size_t>(size);
 }
 
 // The last byte has passed: store the record (or the marker of a response
@@ -119,34 +123,35 @@ void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
 // it is written right before the body, whatever its size.
 void finish(ngx_http_request_t* r, RequestCtx* ctx)
 {
-    if (!ctx->owns_claim) {
+    if (!holds_claim(ctx)) {
         return;
     }
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: captured the response to \"%V\": status %ui, %ui headers, %uz body bytes",
-                   &ctx->redis_key, ctx->response_status, ctx->headers.nelts, ctx->body_size);
+                   &ctx->claim.key, ctx->response_status, ctx->capture.headers.nelts, ctx->capture.body_size);
     ngx_array_t trailers;
-    if (ctx->oversize) {
+    if (ctx->capture.oversize) {
         claim_unreplayable(ctx, "larger than idempotency_max_response_size");
     } else if (!collect_trailers(r, trailers)) {
         claim_unreplayable(ctx, "out of memory");
     } else if (check_header_limits(static_cast<const Header*>(trailers.elts), trailers.nelts) != HeaderLimit::ok) {
         claim_unreplayable(ctx, "its trailers do not fit a record");
     } else {
-        auto* headers = static_cast<const Header*>(ctx->headers.elts);
+        auto* headers = static_cast<const Header*>(ctx->capture.headers.elts);
         ResponseExtras extras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts};
-        size_t head = response_head_size(headers, ctx->headers.nelts, extras);
+        size_t head = response_head_size(headers, ctx->capture.headers.nelts, extras);
         size_t tail = response_tail_size(extras);
         char* tail_at = tail != 0 ? reserve(r, ctx, tail) : nullptr;
-        if (head == 0 || head > ctx->head_size || (extras.any() && tail_at == nullptr)) {
-            claim_unreplayable(ctx, ctx->oversize ? "larger than idempotency_max_response_size"
-                                                  : "its headers do not fit a record");
+        if (head == 0 || head > ctx->capture.head_size || (extras.any() && tail_at == nullptr)) {
+            claim_unreplayable(ctx, ctx->capture.oversize ? "larger than idempotency_max_response_size"
+                                                          : "its headers do not fit a record");
         } else {
-            char* start = ctx->record + ctx->head_size - head;
+            char* start = ctx->capture.record + ctx->capture.head_size - head;
             encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
-                                 ctx->headers.nelts, ctx->body_size, extras);
+                                 ctx->capture.headers.nelts, ctx->capture.body_size, extras);
             encode_response_tail(tail_at, extras);
-            claim_complete(ctx, {start, head + ctx->body_size + tail}, ctx->record);  // may take it over
+            // may take the record over
+            claim_complete(ctx, {start, head + ctx->capture.body_size + tail}, ctx->capture.record);
         }
     }
     stop_capture(r, ctx);
@@ -165,7 +170,7 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
     Verdict verdict = judge_response(facts);
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: response %ui for \"%V\", from upstream: %d, upstream reached: %d, disposition %d",
-                   ctx->response_status, &ctx->redis_key, facts.from_upstream, facts.upstream.reached,
+                   ctx->response_status, &ctx->claim.key, facts.from_upstream, facts.upstream.reached,
                    static_cast<int>(verdict.disposition));
     switch (verdict.disposition) {
     case Disposition::store:
@@ -190,7 +195,7 @@ ngx_int_t header_filter(ngx_http_request_t* r)
 {
     // the upper filter found the context (find_ctx) for this header already
     auto* ctx = r == r->main ? static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module)) : nullptr;
-    if (ctx == nullptr || !ctx->capturing || ctx->response_status == 0 || ctx->headers.elts != nullptr) {
+    if (ctx == nullptr || !capturing(ctx) || ctx->response_status == 0 || ctx->capture.headers.elts != nullptr) {
         return next_header_filter(r);
     }
 
@@ -200,13 +205,14 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     // memory or keep the request body for their subrequests): the body is
     // recorded at the upper point, as it comes, where a client that stops
     // reading cannot hold any of it back in the copy filter.
-    ctx->capture_point = body_flags(r) == ctx->upper_body_flags ? CapturePoint::upper : CapturePoint::lower;
+    ctx->capture.point = body_flags(r) == ctx->capture.upper_body_flags ? CapturePoint::upper : CapturePoint::lower;
     if (!collect_headers(r, ctx)) {
         stop_capture(r, ctx);
         claim_unreplayable(ctx, "out of memory");
         return next_header_filter(r);
     }
-    HeaderLimit limit = check_header_limits(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts);
+    auto* headers = static_cast<const Header*>(ctx->capture.headers.elts);
+    HeaderLimit limit = check_header_limits(headers, ctx->capture.headers.nelts);
     if (limit != HeaderLimit::ok) {
         stop_capture(r, ctx);
         claim_unreplayable(ctx, limit == HeaderLimit::too_many ? "more than 100 response headers"
@@ -216,18 +222,18 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     // room for the head of a record with extras (flags, trailers), which
     // are known only once the last byte has passed
     ResponseExtras with_extras{expect_trailers};
-    ctx->head_size = response_head_size(static_cast<const Header*>(ctx->headers.elts), ctx->headers.nelts, with_extras);
+    ctx->capture.head_size = response_head_size(headers, ctx->capture.headers.nelts, with_extras);
     off_t expected = r->headers_out.content_length_n;
     size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size
                           ? static_cast<size_t>(expected)
                           : ngx_min(initial_body_capacity, ctx->conf->max_response_size);
-    ctx->record = static_cast<char*>(ngx_alloc(ctx->head_size + capacity, r->connection->log));
-    if (ctx->head_size == 0 || ctx->record == nullptr) {
+    ctx->capture.record = static_cast<char*>(ngx_alloc(ctx->capture.head_size + capacity, r->connection->log));
+    if (ctx->capture.head_size == 0 || ctx->capture.record == nullptr) {
         stop_capture(r, ctx);
         claim_unreplayable(ctx, "its headers do not fit a record");
         return next_header_filter(r);
     }
-    ctx->capacity = capacity;
+    ctx->capture.capacity = capacity;
     // The range filter cuts the body above this point but decides below it,
     // so a ranged response could not be recorded whole: a kept response is
     // sent whole, as are its replays (Range is defined for GET alone).
@@ -245,33 +251,33 @@ ngx_int_t header_filter(ngx_http_request_t* r)
 }
 
 // Records `in` and passes it to `next` — or swallows it once the client is
-// gone. At whichever point the body is recorded (capture_point).
+// gone. At whichever point the body is recorded (Capture::point).
 ngx_int_t record_body(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* in, ngx_http_output_body_filter_pt next)
 {
-    if (ctx->capturing) {
+    if (capturing(ctx)) {
         guard_client_timeout(ctx);
     }
 
     bool last = false;
     for (ngx_chain_t* cl = in; cl; cl = cl->next) {
         ngx_buf_t* b = cl->buf;
-        if (ctx->capturing) {
+        if (capturing(ctx)) {
             append(r, ctx, b);
         }
         if (b->last_buf) {
             last = true;
         }
     }
-    if (last && ctx->capturing) {
+    if (last && capturing(ctx)) {
         finish(r, ctx);
     }
 
-    if (ctx->detached) {
+    if (client_left(ctx)) {
         consume(in);
         return NGX_OK;
     }
     ngx_int_t rc = next(r, in);
-    if (rc == NGX_ERROR && r->connection->error && ctx->capturing) {
+    if (rc == NGX_ERROR && r->connection->error && capturing(ctx)) {
         consume(in);
         detach(r, ctx);
         return NGX_OK;
@@ -285,7 +291,7 @@ RequestCtx* recording_ctx(ngx_http_request_t* r)
         return nullptr;
     }
     auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
-    if (ctx == nullptr || !(ctx->capturing || ctx->detached) || ctx->response_status == 0) {
+    if (ctx == nullptr || !following(ctx) || ctx->response_status == 0) {
         return nullptr;
     }
     return ctx;
@@ -294,7 +300,7 @@ RequestCtx* recording_ctx(ngx_http_request_t* r)
 ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
 {
     RequestCtx* ctx = recording_ctx(r);
-    if (ctx == nullptr || ctx->capture_point != CapturePoint::lower) {
+    if (ctx == nullptr || ctx->capture.point != CapturePoint::lower) {
         return next_body_filter(r, in);
     }
     return record_body(r, ctx, in, next_body_filter);
@@ -314,11 +320,11 @@ ngx_uint_t count_headers(ngx_list_t& list)
 ngx_int_t upper_header_filter(ngx_http_request_t* r)
 {
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
-    if (ctx != nullptr && ctx->capturing && ctx->response_status == 0) {
+    if (ctx != nullptr && capturing(ctx) && ctx->response_status == 0) {
         ctx->response_status = r->headers_out.status;
         if (keep_response(r, ctx)) {
-            ctx->upper_headers = count_headers(r->headers_out.headers);
-            ctx->upper_body_flags = body_flags(r);
+            ctx->capture.upper_headers = count_headers(r->headers_out.headers);
+            ctx->capture.upper_body_flags = body_flags(r);
         } else {
             stop_capture(r, ctx);
         }
@@ -342,12 +348,12 @@ ngx_int_t upper_body_filter(ngx_http_request_t* r, ngx_chain_t* in)
     if (ctx == nullptr) {
         return upper_next_body_filter(r, in);
     }
-    if (ctx->capture_point == CapturePoint::undecided) {
+    if (ctx->capture.point == CapturePoint::undecided) {
         // a filter in between holds the header back (image_filter, xslt):
         // it will change the body
-        ctx->capture_point = CapturePoint::lower;
+        ctx->capture.point = CapturePoint::lower;
     }
-    if (ctx->capture_point != CapturePoint::upper) {
+    if (ctx->capture.point != CapturePoint::upper) {
         return upper_next_body_filter(r, in);
     }
     return record_body(r, ctx, in, upper_next_body_filter);
@@ -358,10 +364,10 @@ ngx_int_t upper_body_filter(ngx_http_request_t* r, ngx_chain_t* in)
 void capture_begin(RequestCtx* ctx) noexcept
 {
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: forwarding the request for \"%V\" with its claim held", &ctx->redis_key);
+                   "idempotency: forwarding the request for \"%V\" with its claim held", &ctx->claim.key);
     // without memory for the cleanup the response is not captured: the
     // claim ends unreplayable (capture_settle)
-    ctx->capturing = drain_when_terminated(ctx);
+    enter(ctx, drain_when_terminated(ctx) ? RequestState::forwarded : RequestState::uncaptured);
     claim_hold(ctx);
     protect_content_handler(ctx);
 }
@@ -374,10 +380,9 @@ void capture_settle(RequestCtx* ctx) noexcept
 {
     free_record(ctx);
     claim_stop_renewing(ctx);
-    if (!ctx->owns_claim) {
+    if (!holds_claim(ctx)) {
         return;
     }
-    ctx->capturing = false;
     Verdict verdict = judge_unfinished(upstream_facts(ctx->request, nullptr), ctx->response_status != 0);
     if (verdict.disposition == Disposition::release) {
         claim_release(ctx, verdict.why);

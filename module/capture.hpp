@@ -1,10 +1,34 @@
 // capture.hpp — the filters that record a claimed request's response
-// (capture.cpp).
+// (capture.cpp), and the capture's part of the request context, private to
+// capture.cpp and capture_headers.cpp.
 #pragma once
 
-#include "request_ctx.hpp"
+#include <cstdint>
+
+#include "ngx.hpp"
 
 namespace idem {
+
+struct RequestCtx;
+
+// Where a claimed request's body is recorded: at the upper filter point
+// when no filter in between changes it, else at the lower.
+enum class CapturePoint : std::uint8_t { undecided, upper, lower };
+
+// The capture's part of the request context, private to capture*.cpp. The
+// response record is built in place: its head is written at the end, the
+// body bytes go after it as they pass.
+struct Capture {
+    ngx_uint_t upper_headers;       // response headers in the list at the upper filter point
+    std::uint8_t upper_body_flags;  // what the filters had asked of the body there
+    CapturePoint point;
+    bool oversize;                  // over idempotency_max_response_size: stored as unreplayable
+    ngx_array_t headers;            // of Header, as the client got them (capture_headers.cpp)
+    char* record;                   // ngx_alloc'd: the store may take it over
+    size_t head_size;               // room kept for the head, before the body
+    size_t body_size;
+    size_t capacity;                // for the body
+};
 
 // Postconfiguration of the capture module: the filters of the lower point,
 // right below postpone (see capture.cpp).

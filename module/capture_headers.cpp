@@ -27,7 +27,7 @@ bool is_fresh_per_response(const ngx_str_t& name)
 
 bool push_header(RequestCtx* ctx, std::string_view name, std::string_view value)
 {
-    auto* h = static_cast<Header*>(ngx_array_push(&ctx->headers));
+    auto* h = static_cast<Header*>(ngx_array_push(&ctx->capture.headers));
     if (h == nullptr) {
         return false;
     }
@@ -40,7 +40,7 @@ bool push_header(RequestCtx* ctx, std::string_view name, std::string_view value)
 
 bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
 {
-    if (ngx_array_init(&ctx->headers, r->pool, 8, sizeof(Header)) != NGX_OK) {
+    if (ngx_array_init(&ctx->capture.headers, r->pool, 8, sizeof(Header)) != NGX_OK) {
         return false;
     }
     ngx_http_headers_out_t& out = r->headers_out;
@@ -80,7 +80,7 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
     bool ok = true;
     ngx_uint_t index = 0;
     for_each_header(out.headers, [&](ngx_table_elt_t& h) {
-        bool added = index++ >= ctx->upper_headers;
+        bool added = index++ >= ctx->capture.upper_headers;
         if (added && &h != out.content_encoding) {
             return true;
         }

@@ -9,7 +9,7 @@
 
 namespace idem {
 
-// Fills ctx->headers: Content-Type as sent (with nginx's charset), a file's
+// Fills ctx->capture.headers: Content-Type as sent (with nginx's charset), a file's
 // Last-Modified, and the list entries the response had at the upper filter
 // point (plus a Content-Encoding a filter added), without those that
 // describe the connection or the moment. False when out of memory.

@@ -1,8 +1,12 @@
-// claim.cpp — the claim's whole life: made (a random token per request,
-// fenced), answered (forward, replay, 409, 410, 422, 503), waited for while
-// an original is in flight (idempotency_wait), renewed while the response
-// is in progress, and settled: completed with the record, released, marked
-// unreplayable, or abandoned when the request goes away first.
+// claim.cpp — the claim's whole life and the claim's part of the request
+// context (claim.hpp's Claim): named (the store key), made (the
+// fingerprint and a token unique to the request: a random prefix drawn once
+// per worker, then a counter), answered (granted, replay, 409, 410, 422,
+// 503), handed to a wait group while an original is in flight (wait.cpp
+// answers through claim.cpp's function), renewed while the response is in
+// progress, and settled: completed with the record, released, marked
+// unreplayable, or abandoned when the request goes away first. Moves the
+// request to claiming, waiting, granted or decided, and to settled.
 // Must not touch: the response itself (capture.cpp), the answers
 // (access.cpp, replay.cpp, problem.cpp).
 
@@ -12,9 +16,11 @@
 
 #include <cstring>
 
+#include "key.hpp"
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
+#include "request_ctx.hpp"
 #include "wait.hpp"
 
 namespace idem {
@@ -78,29 +84,31 @@ bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
 void drop_request_lease(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
-    drop_lease(ctx->lease);
-    ctx->lease = nullptr;  // a claim settled from a later cleanup is stored fenced
+    drop_lease(ctx->claim.lease);
+    ctx->claim.lease = nullptr;  // a claim settled from a later cleanup is stored fenced
 }
 
 // The claim is ours: its lease, shared with its renewals and its store.
 void take_lease(RequestCtx* ctx)
 {
     ngx_http_request_t* r = ctx->request;
-    if (ctx->lease != nullptr) {
+    if (ctx->claim.lease != nullptr) {
         return;
     }
     ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == nullptr) {
         return;  // no lease: the stores go fenced
     }
-    ctx->lease = new_lease(ctx->lease_end, r->connection->log);
+    ctx->claim.lease = new_lease(ctx->claim.lease_end, r->connection->log);
     cln->handler = drop_request_lease;
     cln->data = ctx;
 }
 
+void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant) noexcept;
+
 void on_claim(void* data, const ClaimResult& result)
 {
-    claim_answered(static_cast<RequestCtx*>(data), result);
+    answered(static_cast<RequestCtx*>(data), result, nullptr);
 }
 
 void on_claim_timeout(ngx_event_t* ev)
@@ -112,9 +120,9 @@ void on_claim_timeout(ngx_event_t* ev)
                       "idempotency: Redis did not answer claims within %M ms (%ui since the last line)",
                       ctx->conf->redis_timeout, timeout_log.take());
     }
-    if (ctx->pending != nullptr) {
-        ctx->store->abandon(ctx->pending);
-        ctx->pending = nullptr;
+    if (ctx->claim.pending != nullptr) {
+        ctx->claim.store->abandon(ctx->claim.pending);
+        ctx->claim.pending = nullptr;
     }
     set_outcome(ctx, Outcome::unavailable);
     resume(ctx->request);
@@ -129,11 +137,11 @@ void on_claim_timeout(ngx_event_t* ev)
 void on_renew(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
-    if (!ctx->owns_claim) {
+    if (!holds_claim(ctx)) {
         return;
     }
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->redis_key);
-    ctx->store->renew(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl, ctx->lease);
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->claim.key);
+    ctx->claim.store->renew(view(ctx->claim.key), view(ctx->claim.record), ctx->conf->lock_ttl, ctx->claim.lease);
     ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
@@ -165,41 +173,50 @@ struct TokenSource {
 
 TokenSource tokens;
 
-}  // namespace
+// The claim is settled: the request no longer holds it.
+void settled(RequestCtx* ctx)
+{
+    enter(ctx, client_left(ctx) ? RequestState::drained : RequestState::settled);
+}
 
-// The claim's answer, or the answer of the look its wait group made (wait.cpp).
-void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
+
+// What the store answered, to the request's own claim or to a look its wait
+// group made (wait.cpp, which answers through this function): sets
+// ctx->outcome and runs the request's phases again, unless the request
+// waits on for an original in flight. A look granted the claim hands over
+// the claim record it was made with and the lease from when it was sent.
+void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant) noexcept
 {
     ngx_http_request_t* r = ctx->request;
-    ctx->pending = nullptr;
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-
-    if (ctx->waited && result.outcome != Outcome::conflict) {
-        observe_wait(ngx_current_msec - (ctx->wait_deadline - ctx->conf->wait));
+    ctx->claim.pending = nullptr;
+    if (ctx->claim.timer.timer_set) {
+        ngx_del_timer(&ctx->claim.timer);
     }
 
 #if (NGX_DEBUG)
     std::string_view name = outcome_info(result.outcome).name;
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claim of \"%V\" answered: %*s%s",
-                   &ctx->redis_key, name.size(), name.data(), ctx->waited ? ", after waiting" : "");
+                   &ctx->claim.key, name.size(), name.data(), ctx->wait.waited ? ", after waiting" : "");
 #endif
     Outcome outcome = result.outcome;
     switch (outcome) {
     case Outcome::fresh:
-        ctx->owns_claim = true;
+        if (grant != nullptr) {  // all claim records have the same size
+            std::memcpy(ctx->claim.record.data, grant->record.data(), grant->record.size());
+            ctx->claim.lease_end = grant->lease_end;
+        }
         take_lease(ctx);
         break;
     case Outcome::replayed:
         if (!keep_stored(ctx, result)) {
             outcome = Outcome::unavailable;
-        } else if (ctx->waited) {
+        } else if (ctx->wait.waited) {
             outcome = Outcome::waited;
         }
         break;
     case Outcome::conflict:  // the original is in flight
-        if (wait_for_original(ctx)) {
+        if (wait_for_original(ctx, answered)) {
+            enter(ctx, RequestState::waiting);
             return;
         }
         break;
@@ -208,6 +225,32 @@ void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept
     }
     set_outcome(ctx, outcome);
     resume(r);
+}
+
+}  // namespace
+
+// The store key: the virtual server and the caller's scope, then the key.
+bool claim_name(RequestCtx* ctx, std::string_view key) noexcept
+{
+    ngx_http_request_t* r = ctx->request;
+    ngx_str_t scope = ngx_null_string;
+    if (ctx->conf->scope != nullptr && ngx_http_complex_value(r, ctx->conf->scope, &scope) != NGX_OK) {
+        return false;
+    }
+    const ngx_str_t& space = ctx->conf->key_space;
+    auto* spaced = static_cast<u_char*>(ngx_pnalloc(r->pool, space.len + scope.len));
+    const ngx_str_t& prefix = ctx->conf->key_prefix;
+    ctx->claim.key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, prefix.len + key_hash_hex_length));
+    if (spaced == nullptr || ctx->claim.key.data == nullptr) {
+        return false;
+    }
+    u_char* end = ngx_cpymem(spaced, space.data, space.len);
+    if (scope.len != 0) {  // an unset scope has no data at all
+        ngx_memcpy(end, scope.data, scope.len);
+    }
+    ctx->claim.key.len = derive_redis_key(view(prefix), {reinterpret_cast<char*>(spaced), space.len + scope.len}, key,
+                                          reinterpret_cast<char*>(ctx->claim.key.data));
+    return ctx->claim.key.len != 0;
 }
 
 bool make_claim_record(RequestCtx* ctx) noexcept
@@ -219,30 +262,31 @@ bool make_claim_record(RequestCtx* ctx) noexcept
     }
     std::string_view token_view{reinterpret_cast<char*>(token), sizeof(token)};
     size_t size = claim_size(token_view);
-    ctx->claim.data = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
-    if (ctx->claim.data == nullptr) {
+    ctx->claim.record.data = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
+    if (ctx->claim.record.data == nullptr) {
         return false;
     }
-    ctx->claim.len = encode_claim(ctx->fingerprint, token_view, reinterpret_cast<char*>(ctx->claim.data));
-    return ctx->claim.len == size;
+    ctx->claim.record.len = encode_claim(ctx->fingerprint, token_view, reinterpret_cast<char*>(ctx->claim.record.data));
+    return ctx->claim.record.len == size;
 }
 
 void claim_key(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;
     LocConf* conf = ctx->conf;
-    if (ctx->store == nullptr) {
-        ctx->store = store_for(*conf);
+    if (ctx->claim.store == nullptr) {
+        ctx->claim.store = store_for(*conf);
     }
-    if (ctx->store != nullptr) {
+    if (ctx->claim.store != nullptr) {
         ngx_array_t* keys = conf->seal_keys;
         ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
                            keys ? keys->nelts : 0};
         // the lease a grant of this attempt will have (used once the claim is ours)
-        ctx->lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
-        ctx->pending = ctx->store->claim(view(ctx->redis_key), view(ctx->claim), conf->lock_ttl, waiter);
+        ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
+        ctx->claim.pending =
+            ctx->claim.store->claim(view(ctx->claim.key), view(ctx->claim.record), conf->lock_ttl, waiter);
     }
-    if (ctx->pending == nullptr) {
+    if (ctx->claim.pending == nullptr) {
         if (unreachable_log.admit()) {
             ngx_str_t name = conf->zone != nullptr ? conf->zone->shm.name : conf->server->name;
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
@@ -255,42 +299,43 @@ void claim_key(RequestCtx* ctx) noexcept
     }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: claiming \"%V\" for %M ms",
-                   &ctx->redis_key, conf->lock_ttl);
-    set_event(ctx->timer, on_claim_timeout, ctx, r->connection->log);
-    ngx_add_timer(&ctx->timer, conf->redis_timeout);
+                   &ctx->claim.key, conf->lock_ttl);
+    enter(ctx, RequestState::claiming);
+    set_event(ctx->claim.timer, on_claim_timeout, ctx, r->connection->log);
+    ngx_add_timer(&ctx->claim.timer, conf->redis_timeout);
 }
 
 void claim_stop_waiting(RequestCtx* ctx) noexcept
 {
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
+    if (ctx->claim.timer.timer_set) {
+        ngx_del_timer(&ctx->claim.timer);
     }
     stop_waiting(ctx);
-    if (ctx->pending != nullptr) {
-        ctx->store->abandon(ctx->pending);
-        ctx->pending = nullptr;
+    if (ctx->claim.pending != nullptr) {
+        ctx->claim.store->abandon(ctx->claim.pending);
+        ctx->claim.pending = nullptr;
     }
 }
 
 void claim_hold(RequestCtx* ctx) noexcept
 {
-    set_event(ctx->renew_timer, on_renew, ctx, ctx->request->connection->log, true);
-    ngx_add_timer(&ctx->renew_timer, ngx_max(ctx->conf->lock_ttl / 3, 1));
+    set_event(ctx->claim.renew_timer, on_renew, ctx, ctx->request->connection->log, true);
+    ngx_add_timer(&ctx->claim.renew_timer, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
 void claim_stop_renewing(RequestCtx* ctx) noexcept
 {
-    if (ctx->renew_timer.timer_set) {
-        ngx_del_timer(&ctx->renew_timer);
+    if (ctx->claim.renew_timer.timer_set) {
+        ngx_del_timer(&ctx->claim.renew_timer);
     }
 }
 
 void claim_release(RequestCtx* ctx, const char* why) noexcept
 {
     ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0, "idempotency: releasing \"%V\": %s",
-                  &ctx->redis_key, why);
-    ctx->store->release(view(ctx->redis_key), view(ctx->claim), ctx->conf->lock_ttl);
-    ctx->owns_claim = false;
+                  &ctx->claim.key, why);
+    ctx->claim.store->release(view(ctx->claim.key), view(ctx->claim.record), ctx->conf->lock_ttl);
+    settled(ctx);
     ctx->outcome = Outcome::released;
     wake_waiters(ctx);
 }
@@ -310,23 +355,23 @@ void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noe
     char marker[unreplayable_size];
     if (keys != nullptr) {
         sealed = static_cast<char*>(ngx_alloc(record.size() + seal_overhead, log));
-        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->redis_key), record, sealed)) {
+        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), record, sealed)) {
             value = {sealed, record.size() + seal_overhead};
         } else {
             // Never let the claim lapse into a second execution: store the
             // plain marker (a fingerprint and a status, nothing of the
             // response); with encryption on it reads as unverifiable (410).
-            ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->redis_key);
+            ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->claim.key);
             value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
         }
     }
-    bool within_lease = ctx->lease != nullptr && ctx->lease->holds(ngx_current_msec);
+    bool within_lease = ctx->claim.lease != nullptr && ctx->claim.lease->holds(ngx_current_msec);
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", value.size(), &ctx->redis_key,
+                   "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", value.size(), &ctx->claim.key,
                    ctx->conf->ttl, within_lease ? "within the claim's lease so far" : "fenced");
     char* taken = value.data() == sealed ? sealed : value.data() == record.data() ? buffer : nullptr;
-    ctx->store->complete(view(ctx->redis_key), view(ctx->claim), value, ctx->conf->ttl, ctx->conf->lock_ttl,
-                         within_lease ? ctx->lease : nullptr, taken);
+    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), value, ctx->conf->ttl,
+                               ctx->conf->lock_ttl, within_lease ? ctx->claim.lease : nullptr, taken);
     if (taken != nullptr && taken == buffer) {
         buffer = nullptr;
     }
@@ -335,7 +380,7 @@ void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noe
     }
     count(Counter::stored_responses);
     count(Counter::stored_bytes, value.size());
-    ctx->owns_claim = false;
+    settled(ctx);
     wake_waiters(ctx);
 }
 
@@ -344,7 +389,7 @@ void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept
     char marker[unreplayable_size];
     size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
     ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
-                  "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->redis_key, why);
+                  "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->claim.key, why);
     char* copied = nullptr;
     claim_complete(ctx, {marker, size}, copied);
 }

@@ -1,24 +1,41 @@
-// claim.hpp — the claim's whole life (claim.cpp): claimed once the request
-// is fingerprinted, answered into ctx->outcome and the phases run again,
-// waited for, renewed while its response is in progress, and settled.
+// claim.hpp — the claim's whole life (claim.cpp): named once the key is
+// accepted, made and claimed once the request is fingerprinted, answered
+// into ctx->outcome and the phases run again, waited for, renewed while its
+// response is in progress, and settled. Declares the claim's part of the
+// request context.
 #pragma once
 
 #include <string_view>
 
-#include "request_ctx.hpp"
+#include "ngx.hpp"
 #include "store.hpp"
 
 namespace idem {
 
+struct RequestCtx;
+
+// The claim's part of the request context, written by claim.cpp alone.
+struct Claim {
+    ngx_str_t key;          // the store key (claim_name)
+    ngx_str_t record;       // the claim record: the fingerprint and the request's token
+    Store* store;           // the location's store
+    PendingOp* pending;     // the claim in flight, nullptr when none
+    ngx_event_t timer;      // idempotency_redis_timeout for the claim in flight
+    ngx_msec_t lease_end;   // until when the claim surely holds (lease.hpp), from when it was sent
+    Lease* lease;           // once the claim is ours: lease_end, revoked by a renewal that finds the claim gone
+    ngx_event_t renew_timer;  // extends the claim while the response is in progress
+};
+
+// Names the claim: its store key, from the virtual server, the caller's
+// scope and the request's key. False when out of memory or the scope
+// cannot be evaluated.
+bool claim_name(RequestCtx* ctx, std::string_view key) noexcept;
+
 // The claim record: the fingerprint and a token unique to this request.
 bool make_claim_record(RequestCtx* ctx) noexcept;
-// Claims ctx->redis_key in the location's store (or reads what holds it);
+// Claims ctx->claim.key in the location's store (or reads what holds it);
 // the answer sets ctx->outcome and runs the request's phases again.
 void claim_key(RequestCtx* ctx) noexcept;
-// What the store answered (to the request's own claim, or to a look its
-// wait group made): sets ctx->outcome and runs the request's phases again,
-// unless the request waits on for an original in flight.
-void claim_answered(RequestCtx* ctx, const ClaimResult& result) noexcept;
 // The request goes away: no more waiting for the store's answer.
 void claim_stop_waiting(RequestCtx* ctx) noexcept;
 

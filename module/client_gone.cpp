@@ -1,13 +1,17 @@
-// client_gone.cpp — every way the client leaves (docs/operations.md#among-nginxs-other-modules): a claimed
-// request's upstream exchange runs to its end and its response is still
-// captured when the client closes, resets, or stops reading until
+// client_gone.cpp — every way the client leaves (docs/design.md#client-leaves):
+// a claimed request's upstream exchange runs to its end and its response is
+// still captured when the client closes, resets, or stops reading until
 // send_timeout fires. The content handler is wrapped so that the upstream
 // module ignores client aborts for this request only, in whichever location
-// serves it; a write error or a client timeout detaches the client, and the
-// body filter swallows what it would have been sent.
+// serves it; a write error or a client timeout detaches the client (the
+// request moves from forwarded to client_gone), and the body filter
+// swallows what would have been sent. Owns the client guard's part of the
+// request context (client_gone.hpp's ClientGuard).
 // Must not touch: requests without a claim.
 
 #include "client_gone.hpp"
+
+#include "request_ctx.hpp"
 
 namespace idem {
 namespace {
@@ -21,7 +25,7 @@ ngx_int_t protected_content_handler(ngx_http_request_t* r)
     ngx_http_event_handler_pt read_before = r->read_event_handler;
     ngx_http_event_handler_pt write_before = r->write_event_handler;
 
-    ngx_int_t rc = ctx->content_handler(r);
+    ngx_int_t rc = ctx->client.content_handler(r);
 
     ngx_http_upstream_t* u = r->upstream;
     if (u != nullptr && u->conf != nullptr && !u->conf->ignore_client_abort) {
@@ -42,26 +46,26 @@ ngx_int_t protected_content_handler(ngx_http_request_t* r)
     return rc;
 }
 
-// A client that stops reading is the same case as one that closes (rule 4):
-// when send_timeout fires while the claimed response is still being
-// captured, the client is let go and the upstream exchange runs on through
-// the body filter, instead of the upstream module ending it ("client timed
-// out") and draining the rest unseen. Sits in front of the write handler
-// the upstream module installed.
+// A client that stops reading is the same case as one that closes
+// (docs/design.md#client-leaves): when send_timeout fires while the claimed
+// response is still being captured, the client is let go and the upstream
+// exchange runs on through the body filter, instead of the upstream module
+// ending it ("client timed out") and draining the rest unseen. Sits in
+// front of the write handler the upstream module installed.
 void client_timeout_guard(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
     ngx_event_t* wev = r->connection->write;
-    if (wev->timedout && ctx != nullptr && (ctx->capturing || ctx->detached)) {
+    if (wev->timedout && ctx != nullptr && following(ctx)) {
         wev->timedout = 0;
-        if (!ctx->detached) {
+        if (!client_left(ctx)) {
             ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->redis_key);
+                          "idempotency: client timed out, the response to \"%V\" is still captured", &ctx->claim.key);
             detach(r, ctx);
         }
     }
-    if (ctx != nullptr && ctx->write_handler != nullptr) {
-        ctx->write_handler(r);
+    if (ctx != nullptr && ctx->client.write_handler != nullptr) {
+        ctx->client.write_handler(r);
     }
 }
 
@@ -73,16 +77,16 @@ void client_timeout_guard(ngx_http_request_t* r)
 void drain_for_capture(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
-    if (!ctx->capturing || ctx->response_status == 0) {
+    if (!capturing(ctx) || ctx->response_status == 0) {
         return;
     }
     ngx_http_request_t* r = ctx->request;
-    if (!ctx->detached) {
+    if (!client_left(ctx)) {
         detach(r, ctx);
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: the request ends before its client got the response to \"%V\": capturing the rest",
-                   &ctx->redis_key);
+                   &ctx->claim.key);
     ngx_http_output_filter(r, nullptr);
 }
 
@@ -116,8 +120,8 @@ void consume(ngx_chain_t* cl)
 void detach(ngx_http_request_t* r, RequestCtx* ctx)
 {
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "idempotency: client gone, the response to \"%V\" is still captured", &ctx->redis_key);
-    ctx->detached = true;
+                  "idempotency: client gone, the response to \"%V\" is still captured", &ctx->claim.key);
+    enter(ctx, RequestState::client_gone);
     consume(r->out);
     r->out = nullptr;
     r->connection->buffered = 0;
@@ -129,7 +133,7 @@ void guard_client_timeout(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;
     if (r->write_event_handler != client_timeout_guard) {
-        ctx->write_handler = r->write_event_handler;
+        ctx->client.write_handler = r->write_event_handler;
         r->write_event_handler = client_timeout_guard;
     }
 }
@@ -143,7 +147,7 @@ void protect_content_handler(RequestCtx* ctx) noexcept
     if (r->content_handler != nullptr && r->content_handler != protected_content_handler) {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "idempotency: protecting the content handler of \"%V\" from client aborts", &r->uri);
-        ctx->content_handler = r->content_handler;
+        ctx->client.content_handler = r->content_handler;
         r->content_handler = protected_content_handler;
     }
 }

@@ -2,9 +2,18 @@
 // (client_gone.cpp).
 #pragma once
 
-#include "request_ctx.hpp"
+#include "ngx.hpp"
 
 namespace idem {
+
+struct RequestCtx;
+
+// The client guard's part of the request context, written by
+// client_gone.cpp alone: the handlers it wraps.
+struct ClientGuard {
+    ngx_http_handler_pt content_handler;      // the location's, behind the client-abort protection
+    ngx_http_event_handler_pt write_handler;  // the upstream's, behind the client-timeout guard
+};
 
 // The location that serves the claimed request now — the one that claimed
 // it, or where an internal redirect took it — has its content handler

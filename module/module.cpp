@@ -213,7 +213,8 @@ void* create_loc_conf(ngx_conf_t* cf)
     if (conf == nullptr) {
         return nullptr;
     }
-    // pcalloc left: server, header, scope, key_prefix unset (null)
+    // pcalloc left unset (null or empty): server, header, header_lowcase,
+    // key_space and key_prefix, set in merge
     conf->enable = NGX_CONF_UNSET;
     conf->zone = static_cast<ngx_shm_zone_t*>(NGX_CONF_UNSET_PTR);
     conf->redis_timeout = NGX_CONF_UNSET_MSEC;

@@ -162,7 +162,7 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
 ngx_int_t replay(ngx_http_request_t* r, RequestCtx* ctx)
 {
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "idempotency: replaying the response stored under \"%V\"",
-                  &ctx->redis_key);
+                  &ctx->claim.key);
     ngx_http_finalize_request(r, send_record(r, *ctx->stored));
     return NGX_DONE;
 }

@@ -5,17 +5,17 @@
 #include <cstring>
 #include <new>
 
-#include "claim.hpp"
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
+#include "request_ctx.hpp"
 
 namespace idem {
 
 // The requests of one worker waiting for one in-flight key.
 struct WaitGroup {
     ngx_str_node_t node;   // str: the group's identity (location, fingerprint, Redis key)
-    ngx_queue_t members;   // RequestCtx::wait_link, in the order they came
+    ngx_queue_t members;   // by Wait::link, in the order they came
     ngx_uint_t size;
     LocConf* conf;
     Store* store;
@@ -51,7 +51,7 @@ WaitGroup* group_of(ngx_str_node_t* node)
 
 RequestCtx* first_member(WaitGroup* g)
 {
-    return ngx_queue_data(ngx_queue_head(&g->members), RequestCtx, wait_link);
+    return ngx_queue_data(ngx_queue_head(&g->members), RequestCtx, wait.link);
 }
 
 void on_next_look(ngx_event_t* ev)
@@ -76,24 +76,27 @@ void free_group(WaitGroup* g) noexcept
 
 void leave(RequestCtx* ctx) noexcept
 {
-    WaitGroup* g = ctx->wait_group;
-    ngx_queue_remove(&ctx->wait_link);
+    WaitGroup* g = ctx->wait.group;
+    ngx_queue_remove(&ctx->wait.link);
     g->size--;
-    ctx->wait_group = nullptr;
-    ctx->wait_due = false;
-    if (ctx->wait_timer.timer_set) {
-        ngx_del_timer(&ctx->wait_timer);
+    ctx->wait.group = nullptr;
+    ctx->wait.due = false;
+    if (ctx->wait.timer.timer_set) {
+        ngx_del_timer(&ctx->wait.timer);
     }
 }
 
 // Answers one member, which leaves the group first; the group stays
 // allocated through the answer (its request may finish other members).
-void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result) noexcept
+void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant = nullptr) noexcept
 {
     leave(ctx);
+    if (result.outcome != Outcome::conflict) {
+        observe_wait(ngx_current_msec - (ctx->wait.deadline - ctx->conf->wait));
+    }
     bool outer = g->answering;
     g->answering = true;
-    claim_answered(ctx, result);
+    ctx->wait.answer(ctx, result, grant);
     g->answering = outer;
 }
 
@@ -136,9 +139,9 @@ void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
 {
     ngx_queue_t* q = ngx_queue_head(&g->members);
     while (q != ngx_queue_sentinel(&g->members)) {
-        RequestCtx* ctx = ngx_queue_data(q, RequestCtx, wait_link);
+        RequestCtx* ctx = ngx_queue_data(q, RequestCtx, wait.link);
         q = ngx_queue_next(q);
-        if (ctx->wait_due) {
+        if (ctx->wait.due) {
             answer(g, ctx, result);
         }
     }
@@ -154,10 +157,8 @@ void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
 // with (all claim records have the same size); the others wait on for it.
 void granted(WaitGroup* g, const ClaimResult& result) noexcept
 {
-    RequestCtx* ctx = first_member(g);
-    std::memcpy(ctx->claim.data, g->claim, g->claim_len);
-    ctx->lease_end = g->lease_end;
-    answer(g, ctx, result);
+    LookGrant grant{{g->claim, g->claim_len}, g->lease_end};
+    answer(g, first_member(g), result, &grant);
     if (g->size == 0) {
         free_if_empty(g);
         return;
@@ -207,7 +208,7 @@ void look(WaitGroup* g) noexcept
     }
     LocConf* conf = g->conf;
     RequestCtx* first = first_member(g);
-    std::memcpy(g->claim, first->claim.data, g->claim_len);
+    std::memcpy(g->claim, first->claim.record.data, g->claim_len);
     g->looked = ngx_current_msec;
     g->lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
     ngx_array_t* keys = conf->seal_keys;
@@ -229,8 +230,8 @@ void look(WaitGroup* g) noexcept
 void on_wait_over(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
-    WaitGroup* g = ctx->wait_group;
-    ctx->wait_due = true;
+    WaitGroup* g = ctx->wait.group;
+    ctx->wait.due = true;
     if (g->look != nullptr) {
         return;
     }
@@ -252,12 +253,12 @@ struct Identity {
 
     explicit Identity(const RequestCtx* ctx) noexcept
     {
-        str.len = sizeof(LocConf*) + sizeof(Digest) + ctx->redis_key.len;
+        str.len = sizeof(LocConf*) + sizeof(Digest) + ctx->claim.key.len;
         str.data = str.len <= sizeof(room) ? room : static_cast<u_char*>(ngx_alloc(str.len, ngx_cycle->log));
         if (str.data != nullptr) {
             u_char* p = ngx_cpymem(str.data, &ctx->conf, sizeof(LocConf*));
             p = ngx_cpymem(p, ctx->fingerprint.data(), sizeof(Digest));
-            ngx_memcpy(p, ctx->redis_key.data, ctx->redis_key.len);
+            ngx_memcpy(p, ctx->claim.key.data, ctx->claim.key.len);
             hash = ngx_murmur_hash2(str.data, str.len);
         }
     }
@@ -280,7 +281,7 @@ struct Identity {
 WaitGroup* new_group(RequestCtx* ctx, const Identity& identity) noexcept
 {
     const ngx_str_t& id = identity.str;
-    void* memory = ngx_alloc(sizeof(WaitGroup) + id.len + ctx->claim.len, ngx_cycle->log);
+    void* memory = ngx_alloc(sizeof(WaitGroup) + id.len + ctx->claim.record.len, ngx_cycle->log);
     if (memory == nullptr) {
         return nullptr;
     }
@@ -291,11 +292,11 @@ WaitGroup* new_group(RequestCtx* ctx, const Identity& identity) noexcept
     g->node.node.key = identity.hash;
     ngx_queue_init(&g->members);
     g->conf = ctx->conf;
-    g->store = ctx->store;
+    g->store = ctx->claim.store;
     g->fingerprint = ctx->fingerprint;
-    g->key = {reinterpret_cast<char*>(copy + id.len - ctx->redis_key.len), ctx->redis_key.len};
+    g->key = {reinterpret_cast<char*>(copy + id.len - ctx->claim.key.len), ctx->claim.key.len};
     g->claim = reinterpret_cast<char*>(copy + id.len);
-    g->claim_len = ctx->claim.len;
+    g->claim_len = ctx->claim.record.len;
     g->delay = first_look_delay;
     set_event(g->next, on_next_look, g, ngx_cycle->log);
     set_event(g->timeout, on_look_timeout, g, ngx_cycle->log);
@@ -321,33 +322,34 @@ bool join(RequestCtx* ctx) noexcept
     if (g == nullptr) {
         return false;
     }
-    ngx_queue_insert_tail(&g->members, &ctx->wait_link);
+    ngx_queue_insert_tail(&g->members, &ctx->wait.link);
     g->size++;
-    ctx->wait_group = g;
+    ctx->wait.group = g;
     ngx_log_t* log = ctx->request->connection->log;
-    set_event(ctx->wait_timer, on_wait_over, ctx, log);
-    ngx_add_timer(&ctx->wait_timer, ctx->wait_deadline - ngx_current_msec);
+    set_event(ctx->wait.timer, on_wait_over, ctx, log);
+    ngx_add_timer(&ctx->wait.timer, ctx->wait.deadline - ngx_current_msec);
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: waiting for the original of \"%V\" (%ui waiting)",
-                   &ctx->redis_key, g->size);
+                   &ctx->claim.key, g->size);
     return true;
 }
 
 }  // namespace
 
-bool wait_for_original(RequestCtx* ctx) noexcept
+bool wait_for_original(RequestCtx* ctx, WaitAnswer answered) noexcept
 {
     LocConf* conf = ctx->conf;
     if (conf->wait == 0) {
         return false;
     }
-    if (!ctx->waited) {
-        ctx->waited = true;
-        ctx->wait_deadline = ngx_current_msec + conf->wait;
+    ctx->wait.answer = answered;
+    if (!ctx->wait.waited) {
+        ctx->wait.waited = true;
+        ctx->wait.deadline = ngx_current_msec + conf->wait;
     }
-    if (ngx_current_msec >= ctx->wait_deadline) {
+    if (ngx_current_msec >= ctx->wait.deadline) {
         return false;
     }
-    return ctx->wait_group != nullptr || join(ctx);
+    return ctx->wait.group != nullptr || join(ctx);
 }
 
 void wake_waiters(RequestCtx* original) noexcept
@@ -361,13 +363,13 @@ void wake_waiters(RequestCtx* original) noexcept
         return;
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, original->request->connection->log, 0,
-                   "idempotency: the original of \"%V\" is settled: its waiters look now", &original->redis_key);
+                   "idempotency: the original of \"%V\" is settled: its waiters look now", &original->claim.key);
     look(g);
 }
 
 void stop_waiting(RequestCtx* ctx) noexcept
 {
-    WaitGroup* g = ctx->wait_group;
+    WaitGroup* g = ctx->wait.group;
     if (g != nullptr) {
         leave(ctx);
         free_if_empty(g);
