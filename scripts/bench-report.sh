@@ -116,7 +116,7 @@ write_report() {  # write_report FILE
             echo '```'
             report_table steal default "${CELLS[@]}"
             echo
-            echo "## Redis commands per request"
+            echo "## Redis round trips and commands per request"
             echo
             redis_table
             echo
