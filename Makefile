@@ -118,10 +118,13 @@ test: deps doc-check
 	$(MAKE) prove
 
 # Every relative link and #anchor in README.md, docs/*.md and t/README.md
-# resolves (scripts/check-doc-links.sh): the cheap first step of make test.
+# resolves (scripts/check-doc-links.sh), and the benchmark's blocks in the
+# docs are the ones its scripts write (scripts/bench-check-docs.sh): the
+# cheap first step of make test.
 .PHONY: doc-check
 doc-check:
 	scripts/check-doc-links.sh
+	scripts/bench-check-docs.sh
 
 # Instructions per request (callgrind), per cell and for the module's own work;
 # the tables also into docs/performance.md (block "instructions").

@@ -84,8 +84,11 @@ redis_per_request() {  # BEFORE AFTER REQUESTS
 }
 
 # The commands the gateway itself sends per request (not those a Lua script
-# runs inside Redis): a MONITOR sample of 1 s of wrk -c4.
-monitor_sample() {  # CELL: sets MON (REQUESTS|SENT_PER_REQUEST|BREAKDOWN)
+# runs inside Redis): a MONITOR sample of 1 s of wrk -c4. Round trips per
+# request: the commands outside a transaction, and each MULTI ... EXEC as
+# one (the gateway writes a transaction in one go and waits once, for
+# EXEC's reply).
+monitor_sample() {  # CELL: sets MON (REQUESTS|SENT_PER_REQUEST|BREAKDOWN|ROUND_TRIPS_PER_REQUEST)
     local cell=$1 log="$tmp/monitor-$1.log" mpid before after
     start_bg "redis-cli monitor" "$log" "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" monitor
     mpid=$started_pid
@@ -98,16 +101,20 @@ monitor_sample() {  # CELL: sets MON (REQUESTS|SENT_PER_REQUEST|BREAKDOWN)
     MON=$(perl -e '
         my ($log, $n) = @ARGV;
         open my $fh, "<", $log or die;
-        my (%c, $sum);
+        my (%c, $sum, %in_multi, $trips);
         while (<$fh>) {
             next unless /^\d+\.\d+ \[\d+ ([^\]]+)\] "([^"]+)"/;
             my ($client, $cmd) = ($1, uc $2);
             next if $client eq "lua" || $cmd =~ /^(INFO|PING|CLIENT|MONITOR|COMMAND)$/;
             $c{$cmd}++; $sum++;
+            if ($cmd eq "MULTI") { $in_multi{$client} = 1; $trips++ }
+            elsif ($cmd eq "EXEC" || $cmd eq "DISCARD") { $in_multi{$client} = 0 }
+            elsif (!$in_multi{$client}) { $trips++ }
         }
-        $sum //= 0;
-        printf "%d|%.2f|%s\n", $n, $n ? $sum / $n : 0,
-            join(", ", map { sprintf "%s %.2f", $_, $c{$_} / ($n || 1) } sort { $c{$b} <=> $c{$a} } keys %c) || "none";
+        $sum //= 0; $trips //= 0;
+        printf "%d|%.2f|%s|%.2f\n", $n, $n ? $sum / $n : 0,
+            join(", ", map { sprintf "%s %.2f", $_, $c{$_} / ($n || 1) } sort { $c{$b} <=> $c{$a} } keys %c) || "none",
+            $n ? $trips / $n : 0;
     ' "$log" $((after - before - 1)))
 }
 

@@ -4,7 +4,7 @@
 # docs/performance.md, each between its markers (bench-docs.pl):
 #   cpu          CPU per request per process: plain new replay nokey new-tls replay-tls
 #   throughput   requests/s and latency of the same cells
-#   redis        Redis commands per request (new, replay, nokey)
+#   redis        Redis round trips and commands per request (new, replay, nokey)
 #   targets      the targets, met or not
 #   zone         CPU and throughput: plain zone-new zone-replay
 #   cluster      CPU and throughput: plain new cluster-1 cluster-2 cluster-3
@@ -25,21 +25,21 @@ report_table() {  # report_table TABLE PHASE CELL...: a table of bench-report.pl
 
 redis_table() {  # Redis commands per request of new, replay and nokey
     local cell n cmds sum total reads
-    echo "| cell | sent by the gateway (MONITOR sample) | INFO commandstats, round 1: calls per request × Redis CPU µs per call (includes the commands Lua scripts run inside Redis; EVALSHA's time includes theirs) | total_commands_processed, round 1 | Redis socket reads (total_reads_processed), round 1 |"
-    echo "|---|---|---|---|---|"
+    echo "| cell | round trips (MONITOR sample; a MULTI ... EXEC counts as one) | sent by the gateway (MONITOR sample) | INFO commandstats, round 1: calls per request × Redis CPU µs per call (includes the commands Lua scripts run inside Redis; EVALSHA's time includes theirs) | total_commands_processed, round 1 | Redis socket reads (total_reads_processed), round 1 |"
+    echo "|---|---|---|---|---|---|"
     for cell in $(selected new replay nokey); do
         if [ -n "${STATS[$cell]:-}" ]; then
             IFS='|' read -r n cmds sum total reads <<<"${STATS[$cell]}"
-            echo "| $cell | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | $sum ($cmds; $n requests) | $total | $reads |"
+            echo "| $cell | ${ROUND_TRIPS[$cell]:-} | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | $sum ($cmds; $n requests) | $total | $reads |"
         else
-            echo "| $cell | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | — | — | — |"
+            echo "| $cell | ${ROUND_TRIPS[$cell]:-} | ${SENT[$cell]} (${SENT_BREAKDOWN[$cell]}) | — | — | — |"
         fi
     done
 }
 
 targets_list() {  # the targets, met or not
     report_table ratio default "${CELLS[@]}" | perl -e '
-        my ($new_sent, $replay_sent) = @ARGV;
+        my ($new_trips, $replay_trips, $new_sent, $replay_sent) = @ARGV;
         my %m;
         while (<STDIN>) { my ($c, $ratio, $added) = split; $m{$c} = [$ratio, $added] }
         my @t = (
@@ -50,15 +50,19 @@ targets_list() {  # the targets, met or not
             ["zone-new rps ≥ 0.80 × plain", $m{"zone-new"}[0], sub { $_[0] >= 0.80 }, "%.3f"],
             ["zone-replay rps ≥ 1.0 × plain", $m{"zone-replay"}[0], sub { $_[0] >= 1.0 }, "%.3f"],
             ["new-pinned rps ≥ 0.80 × plain-pinned", $m{"new-pinned"}[0], sub { $_[0] >= 0.80 }, "%.3f"],
-            ["new: 2 Redis commands per request",    $new_sent,    sub { abs($_[0] - 2) < 0.05 }, "%.2f"],
-            ["replay: 1 Redis command per request",  $replay_sent, sub { abs($_[0] - 1) < 0.05 }, "%.2f"],
+            # round trips: the claim, then the store within the lease as one
+            # transaction (MULTI PEXPIRETIME SET EXEC) written in one go
+            ["new: 2 Redis round trips per request",   $new_trips,    sub { abs($_[0] - 2) < 0.05 }, "%.2f"],
+            ["new: 5 Redis commands per request",      $new_sent,     sub { abs($_[0] - 5) < 0.05 }, "%.2f"],
+            ["replay: 1 Redis round trip per request", $replay_trips, sub { abs($_[0] - 1) < 0.05 }, "%.2f"],
+            ["replay: 1 Redis command per request",    $replay_sent,  sub { abs($_[0] - 1) < 0.05 }, "%.2f"],
         );
         for my $t (@t) {
             my ($what, $v, $ok, $fmt) = @$t;
             next unless defined $v && length $v;
-            printf "- %-38s %-12s %s\n", $what . ":", sprintf($fmt, $v), $ok->($v) ? "met" : "NOT met";
+            printf "- %-42s %-12s %s\n", $what . ":", sprintf($fmt, $v), $ok->($v) ? "met" : "NOT met";
         }
-    ' "${SENT[new]:-}" "${SENT[replay]:-}"
+    ' "${ROUND_TRIPS[new]:-}" "${ROUND_TRIPS[replay]:-}" "${SENT[new]:-}" "${SENT[replay]:-}"
 }
 
 memory_table() {  # the memory run
@@ -112,7 +116,7 @@ write_report() {  # write_report FILE
             echo '```'
             report_table steal default "${CELLS[@]}"
             echo
-            echo "## Redis commands per request"
+            echo "## Redis round trips and commands per request"
             echo
             redis_table
             echo

@@ -254,13 +254,14 @@ if [ "$do_cells" = 1 ]; then
     if [ ${#CELLS[@]} -gt 0 ]; then
         warm_up "$warmup" "${CELLS[@]}"
         # the commands the gateway sends, per cell (MONITOR sample, outside the rounds)
-        declare -A SENT=() SENT_BREAKDOWN=()
+        declare -A SENT=() SENT_BREAKDOWN=() ROUND_TRIPS=()
         for cell in $(selected new replay nokey); do
             monitor_sample "$cell"
-            IFS='|' read -r n per breakdown <<<"$MON"
+            IFS='|' read -r n per breakdown trips <<<"$MON"
             SENT[$cell]=$per
             SENT_BREAKDOWN[$cell]="$breakdown"
-            note "MONITOR sample $cell: $n requests, commands sent by the gateway per request $per ($breakdown)"
+            ROUND_TRIPS[$cell]=$trips
+            note "MONITOR sample $cell: $n requests, commands sent by the gateway per request $per ($breakdown), round trips $trips"
         done
         run_rounds default "$rounds" "$duration" "${CELLS[@]}"
     fi
