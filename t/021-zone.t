@@ -1,15 +1,16 @@
 # What only the store in nginx shared memory has (`idempotency_zone`
 # defines a zone, `idempotency_store zone=NAME` selects it; no Redis is
 # configured in any block), across the two workers every block runs with:
-# records expire by TTL, also a claim whose worker died; a full zone never
-# evicts a live record (a claim that finds no room follows
-# idempotency_fail_open, a response that finds none leaves the unreplayable
-# marker: 410, never a second execution); records survive `nginx -s reload`;
-# both workers see one zone; records are sealed in it. The rules that hold
-# on every store (replay, fingerprints, in-flight duplicates, waits,
-# releases, size limits, scopes) are tested once, by the store-agnostic
-# files that `make prove` runs on Redis and again on the zone store
-# (STORE_AGNOSTIC_TESTS in the Makefile).
+# a claim outlives its workers and expires by TTL; a full zone never evicts
+# a live record (a claim that finds no room follows idempotency_fail_open, a
+# response that finds none leaves the unreplayable marker: 410, never a
+# second execution); records survive `nginx -s reload`; both workers see
+# one zone; records are sealed in it. When records expire:
+# t/033-zone-expiry.t. The rules that hold on every store (replay,
+# fingerprints, in-flight duplicates and waits, releases, size limits,
+# scopes) are tested once, by the store-agnostic files that `make prove`
+# runs on Redis and again on the zone store (STORE_AGNOSTIC_TESTS in the
+# Makefile).
 #
 # Helpers below run in `--- init`: they talk to nginx on their own
 # connections, reload it (SIGHUP to the master, then wait for the new
@@ -19,9 +20,7 @@ use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
 use Test::Nginx::Socket 'no_plan';
 
-use IO::Select;
 use IO::Socket::INET;
-use Time::HiRes qw(time);
 
 master_on();
 workers(2);
@@ -85,39 +84,7 @@ sub fill_zone {
 
 __DATA__
 
-=== TEST 1: a record expires after idempotency_ttl ...
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_ttl 1s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/10\nx", "POST /z/10\nx"]
---- more_headers
-Idempotency-Key: z-10
---- error_code eval
-[201, 201]
---- response_headers eval
-["X-Idempotency-Status: new", "X-Idempotency-Status: replayed"]
-
-
-=== TEST 2: ... and then the key executes again
---- init
-$main::started = time;
-IdempotencyTest::wait_until(sub {
-    (main::http('POST', '/z/10', key => 'z-10')->{headers}{'x-idempotency-status'} // '') eq 'new'
-}, 5) or die "the record of z-10 never expired\n";
---- request
-GET /_count/z/10
---- response_body: 2
-
-
-=== TEST 3: a claim outlives its worker and expires after idempotency_lock_ttl
+=== TEST 1: a claim outlives its worker and expires after idempotency_lock_ttl
 --- http_config
 idempotency_zone zone=idem:10m;
 --- config
@@ -146,7 +113,7 @@ X-Idempotency-Status: conflict
 exited on signal 9
 
 
-=== TEST 4: ... once idempotency_lock_ttl has passed, the retry executes
+=== TEST 2: ... once idempotency_lock_ttl has passed, the retry executes
 --- init
 close $main::original;
 IdempotencyTest::wait_until(sub {
@@ -160,7 +127,7 @@ GET /_count/z/12
 exited on signal 9
 
 
-=== TEST 5: a zone with no room for a response keeps the unreplayable marker: 410, never a second execution
+=== TEST 3: a zone with no room for a response keeps the unreplayable marker: 410, never a second execution
 --- http_config
 idempotency_zone zone=tiny:32k;
 --- config
@@ -186,7 +153,7 @@ X-Idempotency-Status: new
 qr/\[error\] .*idempotency: zone "tiny" is full: the response to "idem:[0-9a-f]{64}" is not stored, its retries get 410/
 
 
-=== TEST 6: ... its retry gets 410, the upstream ran once, the metrics count it
+=== TEST 4: ... its retry gets 410, the upstream ran once, the metrics count it
 --- request eval
 ["POST /z/14?size=60000\nx", "GET /_count/z/14", "GET /metrics"]
 --- more_headers eval
@@ -199,7 +166,7 @@ qr/\[error\] .*idempotency: zone "tiny" is full: the response to "idem:[0-9a-f]{
 ["Content-Type: application/problem\\+json\nX-Idempotency-Status: unreplayable", "", ""]
 
 
-=== TEST 7: a zone with no room for a claim: 503, or forwarded under idempotency_fail_open; live records stay
+=== TEST 5: a zone with no room for a claim: 503, or forwarded under idempotency_fail_open; live records stay
 --- http_config
 idempotency_zone zone=tiny:32k;
 --- config
@@ -236,7 +203,7 @@ X-Idempotency-Status: unavailable
 qr/\[error\] .*idempotency: zone "tiny" is full: claims refused, requests follow idempotency_fail_open/
 
 
-=== TEST 8: ... with idempotency_fail_open on the request is forwarded unprotected, and logged
+=== TEST 6: ... with idempotency_fail_open on the request is forwarded unprotected, and logged
 --- request
 POST /open/z15
 x
@@ -250,7 +217,7 @@ X-Upstream-Execution: 1
 qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
 
 
-=== TEST 9: ... forwarded again on a retry; the stored responses are still replayed; the metrics count it
+=== TEST 7: ... forwarded again on a retry; the stored responses are still replayed; the metrics count it
 --- request eval
 ["POST /open/z15\nx", "POST /fill/z15?size=3000\nx", "GET /metrics"]
 --- more_headers eval
@@ -266,7 +233,7 @@ qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
  qr/^idempotency_zone_full_total\{operation="claim"\} [1-9][0-9]*$/m]
 
 
-=== TEST 10: records survive nginx -s reload
+=== TEST 8: records survive nginx -s reload
 --- http_config
 idempotency_zone zone=idem:10m;
 --- config
@@ -287,7 +254,7 @@ X-Idempotency-Status: new
 X-Upstream-Execution: 1
 
 
-=== TEST 11: ... the retry after the reload is replayed by the new workers
+=== TEST 9: ... the retry after the reload is replayed by the new workers
 --- init
 main::reload_nginx();
 --- request eval
@@ -305,7 +272,7 @@ main::reload_nginx();
 [alert]
 
 
-=== TEST 12: both workers see one zone: duplicates spread over them all get 409, one execution
+=== TEST 10: both workers see one zone: duplicates spread over them all get 409, one execution
 --- http_config
 idempotency_zone zone=idem:10m;
 server {
@@ -348,7 +315,7 @@ GET /_count/z/18
 --- response_body: 1
 
 
-=== TEST 13: encryption at rest: records in the zone are sealed and replayed ...
+=== TEST 11: encryption at rest: records in the zone are sealed and replayed ...
 --- user_files eval
 ">>> zone.key\n$main::KEY_A\n"
 --- http_config
@@ -371,7 +338,7 @@ Idempotency-Key: z-19
 ["X-Idempotency-Status: new", "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
 
 
-=== TEST 14: ... and a record sealed under a key no longer configured is refused: 410, not executed again
+=== TEST 12: ... and a record sealed under a key no longer configured is refused: 410, not executed again
 --- init
 open my $fh, '>', "$Test::Nginx::Util::HtmlDir/zone.key" or die "zone.key: $!\n";
 print {$fh} "$main::KEY_B\n";
@@ -388,7 +355,7 @@ Idempotency-Key: z-19
 qr/\[error\] .*idempotency: the record under "idem:[0-9a-f]{64}" does not open: sealed with a key that is not configured/
 
 
-=== TEST 15: ... and the upstream ran once
+=== TEST 13: ... and the upstream ran once
 --- request
 GET /_count/z/19
 --- response_body: 1
