@@ -351,47 +351,7 @@ X-Upstream-Execution: 2
 could not store the response: the claim had expired or was taken over
 
 
-=== TEST 7: a full zone: once idempotency_ttl has passed, its records make room; the newest and the oldest key execute again
---- http_config
-idempotency_zone zone=tiny:32k;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=tiny;
-    idempotency_ttl 3s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- init
-my $n = main::fill_zone('/e/7?size=3000', 'e-7');
-my $filled = Time::HiRes::time();
-Test::More::cmp_ok($n, '>=', 3, "TEST 7: the zone holds several records ($n)");
-main::sleep_until($filled, 3 + $main::MARGIN);
-Test::More::is(main::summary(main::http('/e/7?size=3000', "e-7-$n")), '201 new ' . ($n + 1),
-               'TEST 7: the newest record has expired: its key executes again');
---- request eval
-["POST /e/7?size=3000\nx", "POST /e/7?size=3000\nx", "POST /e/7?size=3000\nx"]
---- more_headers eval
-["Idempotency-Key: e-7-1", "Idempotency-Key: e-7-fresh", "Idempotency-Key: e-7-1"]
---- error_code eval
-[201, 201, 201]
---- response_headers eval
-["X-Idempotency-Status: new\n!Idempotent-Replayed", "X-Idempotency-Status: new\n!Idempotent-Replayed",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true"]
-
-
-=== TEST 8: a late release after a takeover is refused: the upstream's 5xx does not free the retry's claim
---- http_config
-idempotency_zone zone=idem:1m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_lock_ttl 1s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /pid { return 200 $pid; }
+=== TEST 7: ... and on its nginx, a late release after a takeover is refused: the upstream's 5xx does not free the retry's claim
 --- init
 # The worker of the original stalls past the lock_ttl; a retry on the other
 # worker takes the key over; the original goes on and its upstream answers 500.
@@ -399,7 +359,7 @@ my ($original, $pid) = main::in_flight('/e/8?status=500&sleep=2', 'e-8');
 main::stop_worker($pid);
 ($main::retry) = main::take_over('/e/8?status=500&sleep=2', 'e-8');
 main::cont_worker($pid);
-Test::More::is(main::read_response($original)->{status}, 500, "TEST 8: the original's client gets the upstream's 500");
+Test::More::is(main::read_response($original)->{status}, 500, "TEST 7: the original's client gets the upstream's 500");
 IdempotencyTest::error_log_has('could not release the key');
 --- request
 POST /e/8?status=500&sleep=2
@@ -413,9 +373,9 @@ X-Idempotency-Status: conflict
 could not release the key: the claim had expired or was taken over
 
 
-=== TEST 9: ... the retry that holds the claim answers 500 and frees the key: the next retry runs again
+=== TEST 8: ... the retry that holds the claim answers 500 and frees the key: the next retry runs again
 --- init
-Test::More::is(main::read_response($main::retry)->{status}, 500, "TEST 9: the retry's client gets the upstream's 500");
+Test::More::is(main::read_response($main::retry)->{status}, 500, "TEST 8: the retry's client gets the upstream's 500");
 --- request
 POST /e/8?status=500&sleep=2
 x
@@ -425,6 +385,35 @@ Idempotency-Key: e-8
 --- response_headers
 X-Idempotency-Status: released
 X-Upstream-Execution: 3
+
+
+=== TEST 9: a full zone: once idempotency_ttl has passed, its records make room; the newest and the oldest key execute again
+--- http_config
+idempotency_zone zone=tiny:32k;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=tiny;
+    idempotency_ttl 3s;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- init
+my $n = main::fill_zone('/e/7?size=3000', 'e-7');
+my $filled = Time::HiRes::time();
+Test::More::cmp_ok($n, '>=', 3, "TEST 9: the zone holds several records ($n)");
+main::sleep_until($filled, 3 + $main::MARGIN);
+Test::More::is(main::summary(main::http('/e/7?size=3000', "e-7-$n")), '201 new ' . ($n + 1),
+               'TEST 9: the newest record has expired: its key executes again');
+--- request eval
+["POST /e/7?size=3000\nx", "POST /e/7?size=3000\nx", "POST /e/7?size=3000\nx"]
+--- more_headers eval
+["Idempotency-Key: e-7-1", "Idempotency-Key: e-7-fresh", "Idempotency-Key: e-7-1"]
+--- error_code eval
+[201, 201, 201]
+--- response_headers eval
+["X-Idempotency-Status: new\n!Idempotent-Replayed", "X-Idempotency-Status: new\n!Idempotent-Replayed",
+ "X-Idempotency-Status: replayed\nIdempotent-Replayed: true"]
 
 
 === TEST 10: a late renewal after a takeover is refused: the claim it took over is not kept alive
