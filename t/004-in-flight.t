@@ -11,8 +11,32 @@ use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
 use Test::Nginx::Socket 'no_plan';
 
+use IO::Select;
+use Time::HiRes qw(time);
+
 test_nginx_defaults();
 run_tests();
+
+# Reads the original's response (its connection is kept alive) to its last
+# byte, by its Content-Length, and closes the connection; returns the status.
+sub finish_original {
+    my ($sock) = @_;
+    my ($buf, $sel, $deadline) = ('', IO::Select->new($sock), time + 10);
+    while (time < $deadline) {
+        if ($buf =~ /\A(HTTP\/1\.\d (\d{3}).*?\r\n)\r\n/s) {
+            my ($head, $status) = ($1, $2);
+            my ($length) = $head =~ /^Content-Length:\s*(\d+)/mi;
+            die "the original's response has no Content-Length\n" unless defined $length;
+            if (length($buf) >= length($head) + 2 + $length) {
+                close $sock;
+                return $status;
+            }
+        }
+        next unless $sel->can_read($deadline - time);
+        sysread($sock, $buf, 65536, length $buf) or last;
+    }
+    die "the original's response did not come in full\n";
+}
 
 __DATA__
 
@@ -46,10 +70,8 @@ $main::original = IdempotencyTest::start_in_flight('/flight/1?sleep=2', 'flight-
 
 === TEST 2: once the original has finished, the retry gets its response
 --- init
-IdempotencyTest::wait_until(sub {
-    (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('flight-1')) // '') eq 'response'
-}, 10);
-close $main::original if $main::original;
+main::finish_original($main::original) == 201 or die "the original of flight-1 failed\n";
+Idem::Store::stored('flight-1', 'response') or die "the response to flight-1 was not stored\n";
 --- request
 POST /flight/1?sleep=2
 x
@@ -122,10 +144,8 @@ X-Idempotency-Status: conflict
 
 === TEST 5: ... and its retry after the original finished gets the replay
 --- init
-IdempotencyTest::wait_until(sub {
-    (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('flight-4')) // '') eq 'response'
-}, 10);
-close $main::original if $main::original;
+main::finish_original($main::original) == 201 or die "the original of flight-4 failed\n";
+Idem::Store::stored('flight-4', 'response') or die "the response to flight-4 was not stored\n";
 --- request
 POST /flight/4?sleep=1
 x

@@ -1,10 +1,16 @@
-# The store in nginx shared memory: `idempotency_zone` defines a
-# zone, `idempotency_store zone=NAME` selects it; no Redis is configured in
-# any block. The rules of docs/design.md hold as with Redis, across the two workers every
-# block runs with; records expire by TTL, a full zone never evicts a live
-# record (a claim that finds no room follows idempotency_fail_open, a
+# What only the store in nginx shared memory has (`idempotency_zone`
+# defines a zone, `idempotency_store zone=NAME` selects it; no Redis is
+# configured in any block), across the two workers every block runs with:
+# a claim outlives its workers and expires by TTL; a full zone never evicts
+# a live record (a claim that finds no room follows idempotency_fail_open, a
 # response that finds none leaves the unreplayable marker: 410, never a
-# second execution), and records survive `nginx -s reload`.
+# second execution); records survive `nginx -s reload`; both workers see
+# one zone; records are sealed in it. When records expire:
+# t/033-zone-expiry.t. The rules that hold on every store (replay,
+# fingerprints, in-flight duplicates and waits, releases, size limits,
+# scopes) are tested once, by the store-agnostic files that `make prove`
+# runs on Redis and again on the zone store (STORE_AGNOSTIC_TESTS in the
+# Makefile).
 #
 # Helpers below run in `--- init`: they talk to nginx on their own
 # connections, reload it (SIGHUP to the master, then wait for the new
@@ -14,9 +20,7 @@ use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
 use Test::Nginx::Socket 'no_plan';
 
-use IO::Select;
 use IO::Socket::INET;
-use Time::HiRes qw(time);
 
 master_on();
 workers(2);
@@ -52,38 +56,17 @@ sub read_response {
     return $res;
 }
 
-sub master_pid {
-    open my $fh, '<', $Test::Nginx::Util::PidFile or die "no nginx pid file\n";
-    my ($pid) = <$fh> =~ /(\d+)/;
-    return $pid;
-}
-
-# The pids of the master's worker processes: its children (these configs
-# have no cache manager; under valgrind a worker's command line is not
-# nginx's, so it is not looked at).
-sub worker_pids {
-    my $master = master_pid();
-    my @pids;
-    for my $stat (glob '/proc/[0-9]*/stat') {
-        open my $fh, '<', $stat or next;
-        my $line = <$fh> // next;
-        my ($pid, $state, $ppid) = $line =~ /^(\d+) \(.*\) (\S) (\d+)/s or next;
-        push @pids, $pid if $ppid == $master && $state ne 'Z';
-    }
-    return sort @pids;
-}
-
 # Waits until the master runs two workers, none of them in @old.
 sub await_new_workers {
     my (@old) = @_;
     my %old = map { $_ => 1 } @old;
-    IdempotencyTest::wait_until(sub { my @w = worker_pids(); @w == 2 && !grep { $old{$_} } @w }, 10)
+    IdempotencyTest::wait_until(sub { my @w = IdempotencyTest::worker_pids(); @w == 2 && !grep { $old{$_} } @w }, 10)
         or die "the new workers did not come up\n";
 }
 
 sub reload_nginx {
-    my @old = worker_pids();
-    kill 'HUP', master_pid();
+    my @old = IdempotencyTest::worker_pids();
+    kill 'HUP', IdempotencyTest::master_pid();
     await_new_workers(@old);
 }
 
@@ -101,256 +84,7 @@ sub fill_zone {
 
 __DATA__
 
-=== TEST 1: a retry replays the first response byte for byte; the upstream runs once
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_scope "";
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/1?binary=1&size=300000&cookies=2\nx", "POST /z/1?binary=1&size=300000&cookies=2\nx", "GET /_count/z/1"]
---- more_headers eval
-["Idempotency-Key: z-1", "Idempotency-Key: z-1", ""]
---- error_code eval
-[201, 201, 200]
---- response_body eval
-my $body = substr(CORE::join('', map { chr } 0 .. 255) x 1200, 0, 300000);
-[$body, $body, "1"]
---- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1\n!Idempotent-Replayed",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1\nContent-Length: 300000",
- ""]
---- raw_response_headers_like eval
-[qr/Set-Cookie: c1=v1\r\nSet-Cookie: c2=v2\r\n/, qr/Set-Cookie: c1=v1\r\nSet-Cookie: c2=v2\r\n/, qr//]
---- no_error_log
-[error]
-[warn]
-
-
-=== TEST 2: same key, different body: 422
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/2\namount=100", "POST /z/2\namount=999", "GET /_count/z/2"]
---- more_headers eval
-["Idempotency-Key: z-2", "Idempotency-Key: z-2", ""]
---- error_code eval
-[201, 422, 200]
---- response_headers_like eval
-["X-Idempotency-Status: new", "Content-Type: application/problem\\+json\nX-Idempotency-Status: mismatch", ""]
---- response_body_like eval
-[qr/"execution":1,/, qr/"status":422[,}]/, qr/\A1\z/]
-
-
-=== TEST 3: a duplicate of a request in flight gets 409 with Retry-After
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- init
-$main::original = IdempotencyTest::start_in_flight('/z/3?sleep=1', 'z-3');
---- request eval
-["POST /z/3?sleep=1\nx", "GET /_count/z/3"]
---- more_headers eval
-["Idempotency-Key: z-3", ""]
---- error_code eval
-[409, 200]
---- response_headers_like eval
-["Content-Type: application/problem\\+json\nRetry-After: [1-9][0-9]*\nX-Idempotency-Status: conflict", ""]
---- response_body_like eval
-[qr/"status":409[,}]/, qr/\A1\z/]
---- no_error_log
-[error]
-
-
-=== TEST 4: once the original has answered, the retry gets its response
---- init
-my $res = main::read_response($main::original);
-die "the original got $res->{status}\n" unless $res->{status} == 201;
---- request
-POST /z/3?sleep=1
-x
---- more_headers
-Idempotency-Key: z-3
---- error_code: 201
---- response_headers
-X-Idempotency-Status: replayed
-Idempotent-Replayed: true
-X-Upstream-Execution: 1
---- no_error_log
-[error]
-
-
-=== TEST 5: with idempotency_wait, the duplicate waits for the original and gets the replay
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_wait 5s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- init
-$main::original = IdempotencyTest::start_in_flight('/z/5?sleep=1', 'z-5');
---- request eval
-["POST /z/5?sleep=1\nx", "GET /_count/z/5"]
---- more_headers eval
-["Idempotency-Key: z-5", ""]
---- error_code eval
-[201, 200]
---- response_headers eval
-["X-Idempotency-Status: waited\nIdempotent-Replayed: true\nX-Upstream-Execution: 1", ""]
---- response_body_like eval
-[qr/"execution":1,/, qr/\A1\z/]
---- no_error_log
-[error]
-
-
-=== TEST 6: an upstream 5xx releases the key: the retry runs again
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/6?status=500\nx", "POST /z/6?status=500\nx", "GET /_count/z/6"]
---- more_headers eval
-["Idempotency-Key: z-6", "Idempotency-Key: z-6", ""]
---- error_code eval
-[500, 500, 200]
---- response_headers eval
-["X-Idempotency-Status: released\nX-Upstream-Execution: 1", "X-Idempotency-Status: released\nX-Upstream-Execution: 2", ""]
---- response_body_like eval
-[qr//, qr//, qr/\A2\z/]
---- no_error_log
-[error]
-
-
-=== TEST 7: idempotency_store_errors on: the 5xx is stored and replayed
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_store_errors on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/7?status=503\nx", "POST /z/7?status=503\nx"]
---- more_headers
-Idempotency-Key: z-7
---- error_code eval
-[503, 503]
---- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1", "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
-
-
-=== TEST 8: a response over idempotency_max_response_size is delivered, its retry gets 410
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_max_response_size 1k;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/8?size=5000\nx", "POST /z/8?size=5000\nx", "GET /_count/z/8"]
---- more_headers eval
-["Idempotency-Key: z-8", "Idempotency-Key: z-8", ""]
---- error_code eval
-[201, 410, 200]
---- response_body_like eval
-[qr/\A[a-zA-Z0-9\n]{5000}\z/, qr/"status":410[,}]/, qr/\A1\z/]
---- response_headers_like eval
-["X-Idempotency-Status: new", "Content-Type: application/problem\\+json\nX-Idempotency-Status: unreplayable", ""]
-
-
-=== TEST 9: keys of different scopes never meet
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_scope $http_authorization;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/9\nx", "POST /z/9\nx", "POST /z/9\nx", "GET /_count/z/9"]
---- more_headers eval
-["Idempotency-Key: z-9\nAuthorization: Bearer alice", "Idempotency-Key: z-9\nAuthorization: Bearer bob",
- "Idempotency-Key: z-9\nAuthorization: Bearer alice", ""]
---- error_code eval
-[201, 201, 201, 200]
---- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1", "X-Idempotency-Status: new\nX-Upstream-Execution: 2",
- "X-Idempotency-Status: replayed\nX-Upstream-Execution: 1", ""]
---- response_body_like eval
-[qr//, qr//, qr//, qr/\A2\z/]
-
-
-=== TEST 10: a record expires after idempotency_ttl ...
---- http_config
-idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_ttl 1s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
---- request eval
-["POST /z/10\nx", "POST /z/10\nx"]
---- more_headers
-Idempotency-Key: z-10
---- error_code eval
-[201, 201]
---- response_headers eval
-["X-Idempotency-Status: new", "X-Idempotency-Status: replayed"]
-
-
-=== TEST 11: ... and then the key executes again
---- init
-$main::started = time;
-IdempotencyTest::wait_until(sub {
-    (main::http('POST', '/z/10', key => 'z-10')->{headers}{'x-idempotency-status'} // '') eq 'new'
-}, 5) or die "the record of z-10 never expired\n";
---- request
-GET /_count/z/10
---- response_body: 2
-
-
-=== TEST 12: a claim outlives its worker and expires after idempotency_lock_ttl
+=== TEST 1: a claim outlives its worker and expires after idempotency_lock_ttl
 --- http_config
 idempotency_zone zone=idem:10m;
 --- config
@@ -363,7 +97,7 @@ location / {
 }
 --- init
 $main::original = IdempotencyTest::start_in_flight('/z/12?sleep=1', 'z-12');
-my @old = main::worker_pids();
+my @old = IdempotencyTest::worker_pids();
 kill 'KILL', @old;
 main::await_new_workers(@old);
 --- request
@@ -379,7 +113,7 @@ X-Idempotency-Status: conflict
 exited on signal 9
 
 
-=== TEST 13: ... once idempotency_lock_ttl has passed, the retry executes
+=== TEST 2: ... once idempotency_lock_ttl has passed, the retry executes
 --- init
 close $main::original;
 IdempotencyTest::wait_until(sub {
@@ -393,7 +127,7 @@ GET /_count/z/12
 exited on signal 9
 
 
-=== TEST 14: a zone with no room for a response keeps the unreplayable marker: 410, never a second execution
+=== TEST 3: a zone with no room for a response keeps the unreplayable marker: 410, never a second execution
 --- http_config
 idempotency_zone zone=tiny:32k;
 --- config
@@ -419,7 +153,7 @@ X-Idempotency-Status: new
 qr/\[error\] .*idempotency: zone "tiny" is full: the response to "idem:[0-9a-f]{64}" is not stored, its retries get 410/
 
 
-=== TEST 15: ... its retry gets 410, the upstream ran once, the metrics count it
+=== TEST 4: ... its retry gets 410, the upstream ran once, the metrics count it
 --- request eval
 ["POST /z/14?size=60000\nx", "GET /_count/z/14", "GET /metrics"]
 --- more_headers eval
@@ -432,7 +166,7 @@ qr/\[error\] .*idempotency: zone "tiny" is full: the response to "idem:[0-9a-f]{
 ["Content-Type: application/problem\\+json\nX-Idempotency-Status: unreplayable", "", ""]
 
 
-=== TEST 16: a zone with no room for a claim: 503, or forwarded under idempotency_fail_open; live records stay
+=== TEST 5: a zone with no room for a claim: 503, or forwarded under idempotency_fail_open; live records stay
 --- http_config
 idempotency_zone zone=tiny:32k;
 --- config
@@ -469,7 +203,7 @@ X-Idempotency-Status: unavailable
 qr/\[error\] .*idempotency: zone "tiny" is full: claims refused, requests follow idempotency_fail_open/
 
 
-=== TEST 17: ... with idempotency_fail_open on the request is forwarded unprotected, and logged
+=== TEST 6: ... with idempotency_fail_open on the request is forwarded unprotected, and logged
 --- request
 POST /open/z15
 x
@@ -483,7 +217,7 @@ X-Upstream-Execution: 1
 qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
 
 
-=== TEST 18: ... forwarded again on a retry; the stored responses are still replayed; the metrics count it
+=== TEST 7: ... forwarded again on a retry; the stored responses are still replayed; the metrics count it
 --- request eval
 ["POST /open/z15\nx", "POST /fill/z15?size=3000\nx", "GET /metrics"]
 --- more_headers eval
@@ -499,7 +233,7 @@ qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
  qr/^idempotency_zone_full_total\{operation="claim"\} [1-9][0-9]*$/m]
 
 
-=== TEST 19: records survive nginx -s reload
+=== TEST 8: records survive nginx -s reload
 --- http_config
 idempotency_zone zone=idem:10m;
 --- config
@@ -520,7 +254,7 @@ X-Idempotency-Status: new
 X-Upstream-Execution: 1
 
 
-=== TEST 20: ... the retry after the reload is replayed by the new workers
+=== TEST 9: ... the retry after the reload is replayed by the new workers
 --- init
 main::reload_nginx();
 --- request eval
@@ -538,7 +272,7 @@ main::reload_nginx();
 [alert]
 
 
-=== TEST 21: both workers see one zone: duplicates spread over them all get 409, one execution
+=== TEST 10: both workers see one zone: duplicates spread over them all get 409, one execution
 --- http_config
 idempotency_zone zone=idem:10m;
 server {
@@ -581,7 +315,7 @@ GET /_count/z/18
 --- response_body: 1
 
 
-=== TEST 22: encryption at rest: records in the zone are sealed and replayed ...
+=== TEST 11: encryption at rest: records in the zone are sealed and replayed ...
 --- user_files eval
 ">>> zone.key\n$main::KEY_A\n"
 --- http_config
@@ -604,7 +338,7 @@ Idempotency-Key: z-19
 ["X-Idempotency-Status: new", "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
 
 
-=== TEST 23: ... and a record sealed under a key no longer configured is refused: 410, not executed again
+=== TEST 12: ... and a record sealed under a key no longer configured is refused: 410, not executed again
 --- init
 open my $fh, '>', "$Test::Nginx::Util::HtmlDir/zone.key" or die "zone.key: $!\n";
 print {$fh} "$main::KEY_B\n";
@@ -621,7 +355,7 @@ Idempotency-Key: z-19
 qr/\[error\] .*idempotency: the record under "idem:[0-9a-f]{64}" does not open: sealed with a key that is not configured/
 
 
-=== TEST 24: ... and the upstream ran once
+=== TEST 13: ... and the upstream ran once
 --- request
 GET /_count/z/19
 --- response_body: 1

@@ -189,7 +189,7 @@ my $original = main::start_original('/ro/2?sleep=1', 'ro-2');
 IdempotencyTest::redis_command('REPLICAOF', '127.0.0.1', '1');
 Test::More::is(main::finish($original), 201, 'the original is answered');
 Test::More::is(IdempotencyTest::nginx_post('/ro/2?sleep=1', 'ro-2'), 503, 'a retry meanwhile: its claim is refused too');
-Time::HiRes::sleep(1);
+IdempotencyTest::error_log_has('cannot store the response') or die "the store never met READONLY\n";
 IdempotencyTest::redis_command('REPLICAOF', 'NO', 'ONE');
 IdempotencyTest::wait_until(sub { main::kind_of('ro-2') eq 'response' }, 6);
 --- request
@@ -322,7 +322,7 @@ unlink "$dir/dump.rdb";
 my $original = main::start_original('/release/6?status=500&sleep=1', 'release-6');
 IdempotencyTest::redis_command('REPLICAOF', '127.0.0.1', '1');
 Test::More::is(main::finish($original), 500, 'the original is answered');
-Time::HiRes::sleep(0.5);
+IdempotencyTest::error_log_has('cannot release the key') or die "the release never met READONLY\n";
 IdempotencyTest::redis_command('REPLICAOF', 'NO', 'ONE');
 IdempotencyTest::wait_until(sub { main::kind_of('release-6') eq 'nothing' }, 3);
 --- request

@@ -8,10 +8,14 @@
 #   ran longer than the lock (the claim was renewed meanwhile);
 # - a claim whose worker died (SIGKILL) or stalls (SIGSTOP) holds the key for
 #   idempotency_lock_ttl, not less, then the key executes again;
-# - in a full zone, responses past their ttl make room for new claims.
+# - in a full zone, responses past their ttl make room for new claims;
+# - fenced writes (docs/design.md#only-the-claim-stores): the original of a
+#   stalled worker whose claim a retry took over can no longer release the
+#   key or keep the other claim alive by renewing (its late store: TEST 6).
 #
 # Where the passage of time is the point the blocks sleep past a TTL, by a
-# short, bounded margin; everything else is awaited.
+# short, bounded margin; everything else is awaited (a takeover: retries
+# until one reaches the upstream).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
@@ -113,6 +117,30 @@ sub sleep_until {
     my ($since, $secs) = @_;
     my $left = $since + $secs - time;
     sleep $left if $left > 0;
+}
+
+# Retries $uri with $key, each on a new connection, until one reaches the
+# upstream: the claim it met has expired, it took the key over. Returns that
+# connection (the request in flight) and the pid of its worker. The others
+# got 409; gives up after $secs (default 5).
+sub take_over {
+    my ($uri, $key, $secs) = @_;
+    (my $path = $uri) =~ s/\?.*//;
+    my ($sock, $pid);
+    IdempotencyTest::wait_until(sub {
+        my $before = IdempotencyTest::upstream_count($path);
+        $sock = connect_nginx();
+        $pid = worker_of($sock);
+        post($sock, $uri, $key);
+        my $sel = IO::Select->new($sock);
+        IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count($path) > $before || $sel->can_read(0) }, 10)
+            or die "POST $uri: neither an answer nor the upstream\n";
+        return 1 if IdempotencyTest::upstream_count($path) > $before;
+        my $res = read_response($sock);
+        die "POST $uri: $res->{status} while its claim was held\n" unless $res->{status} == 409;
+        return 0;
+    }, $secs // 5) or die "POST $uri never took the key over\n";
+    return ($sock, $pid);
 }
 
 # POSTs new keys "$prefix-1", "$prefix-2", ... to $uri until one is answered
@@ -323,7 +351,43 @@ X-Upstream-Execution: 2
 could not store the response: the claim had expired or was taken over
 
 
-=== TEST 7: a full zone: once idempotency_ttl has passed, its records make room; the newest and the oldest key execute again
+=== TEST 7: ... and on its nginx, a late release after a takeover is refused: the upstream's 5xx does not free the retry's claim
+--- init
+# The worker of the original stalls past the lock_ttl; a retry on the other
+# worker takes the key over; the original goes on and its upstream answers 500.
+my ($original, $pid) = main::in_flight('/e/8?status=500&sleep=2', 'e-8');
+main::stop_worker($pid);
+($main::retry) = main::take_over('/e/8?status=500&sleep=2', 'e-8');
+main::cont_worker($pid);
+Test::More::is(main::read_response($original)->{status}, 500, "TEST 7: the original's client gets the upstream's 500");
+IdempotencyTest::error_log_has('could not release the key');
+--- request
+POST /e/8?status=500&sleep=2
+x
+--- more_headers
+Idempotency-Key: e-8
+--- error_code: 409
+--- response_headers
+X-Idempotency-Status: conflict
+--- error_log
+could not release the key: the claim had expired or was taken over
+
+
+=== TEST 8: ... the retry that holds the claim answers 500 and frees the key: the next retry runs again
+--- init
+Test::More::is(main::read_response($main::retry)->{status}, 500, "TEST 8: the retry's client gets the upstream's 500");
+--- request
+POST /e/8?status=500&sleep=2
+x
+--- more_headers
+Idempotency-Key: e-8
+--- error_code: 500
+--- response_headers
+X-Idempotency-Status: released
+X-Upstream-Execution: 3
+
+
+=== TEST 9: a full zone: once idempotency_ttl has passed, its records make room; the newest and the oldest key execute again
 --- http_config
 idempotency_zone zone=tiny:32k;
 --- config
@@ -337,10 +401,10 @@ location / {
 --- init
 my $n = main::fill_zone('/e/7?size=3000', 'e-7');
 my $filled = Time::HiRes::time();
-Test::More::cmp_ok($n, '>=', 3, "TEST 7: the zone holds several records ($n)");
+Test::More::cmp_ok($n, '>=', 3, "TEST 9: the zone holds several records ($n)");
 main::sleep_until($filled, 3 + $main::MARGIN);
 Test::More::is(main::summary(main::http('/e/7?size=3000', "e-7-$n")), '201 new ' . ($n + 1),
-               'TEST 7: the newest record has expired: its key executes again');
+               'TEST 9: the newest record has expired: its key executes again');
 --- request eval
 ["POST /e/7?size=3000\nx", "POST /e/7?size=3000\nx", "POST /e/7?size=3000\nx"]
 --- more_headers eval
@@ -350,3 +414,47 @@ Test::More::is(main::summary(main::http('/e/7?size=3000', "e-7-$n")), '201 new '
 --- response_headers eval
 ["X-Idempotency-Status: new\n!Idempotent-Replayed", "X-Idempotency-Status: new\n!Idempotent-Replayed",
  "X-Idempotency-Status: replayed\nIdempotent-Replayed: true"]
+
+
+=== TEST 10: a late renewal after a takeover is refused: the claim it took over is not kept alive
+--- http_config
+idempotency_zone zone=idem:1m;
+--- config
+location / {
+    idempotency on;
+    idempotency_store zone=idem;
+    idempotency_lock_ttl 600ms;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+location = /pid { return 200 $pid; }
+--- init
+# The original (worker A) stops; a retry on worker B takes the key over; A
+# goes on, renewing; then B stops. Its claim must expire: a third request
+# takes the key over and is the one whose response is stored.
+my $uri = '/e/10?sleep=2.5';
+my ($first, $pid_a) = main::in_flight($uri, 'e-10');
+main::stop_worker($pid_a);
+my ($second, $pid_b) = main::take_over($uri, 'e-10');
+main::cont_worker($pid_a);
+main::stop_worker($pid_b);
+IdempotencyTest::error_log_has('could not renew the claim') or die "A never tried to renew\n";
+my ($third) = main::take_over($uri, 'e-10', 3);
+main::cont_worker($pid_b);
+my %status;  # by execution
+for my $sock ($first, $second, $third) {
+    my $res = main::read_response($sock);
+    $status{ $res->{headers}{'x-upstream-execution'} // 'none' } = $res->{status};
+}
+Test::More::is_deeply(\%status, { 1 => 201, 2 => 201, 3 => 201 }, "TEST 10: the stopped retry's claim expired: a third execution");
+--- request
+POST /e/10?sleep=2.5
+x
+--- more_headers
+Idempotency-Key: e-10
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: replayed
+X-Upstream-Execution: 3
+--- error_log
+could not renew the claim: the claim had expired or was taken over

@@ -1037,4 +1037,6 @@ use overload '""' => sub { "redis error: $_[0]{message}" }, fallback => 1;
 sub new     { my ($class, $message) = @_; bless { message => $message }, $class }
 sub message { $_[0]{message} }
 
+use Idem::Store ();    # the store the blocks run on (TEST_NGINX_IDEM_STORE)
+
 1;
