@@ -15,6 +15,7 @@
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
+#include "store_factory.hpp"
 #include "wait.hpp"
 
 namespace idem {

@@ -7,6 +7,7 @@
 
 #include "conf.hpp"
 #include "outcome.hpp"
+#include "store.hpp"
 
 namespace idem {
 

@@ -2,10 +2,7 @@
 
 #include "store.hpp"
 
-#include "conf.hpp"
 #include "decide.hpp"
-#include "redis/redis_store.hpp"
-#include "zone/zone_store.hpp"
 
 namespace idem {
 
@@ -69,27 +66,6 @@ void drop_lease(Lease* lease) noexcept
     if (lease != nullptr && --lease->refs == 0) {
         ngx_free(lease);
     }
-}
-
-bool past_exit_deadline() noexcept
-{
-    static ngx_msec_t deadline = 0;
-    if (!ngx_exiting && !ngx_quit) {
-        return false;
-    }
-    auto* ccf = reinterpret_cast<ngx_core_conf_t*>(ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module));
-    if (ccf == nullptr || ccf->shutdown_timeout == 0 || ccf->shutdown_timeout == NGX_CONF_UNSET_MSEC) {
-        return false;
-    }
-    if (deadline == 0) {
-        deadline = ngx_current_msec + ccf->shutdown_timeout;
-    }
-    return ngx_current_msec >= deadline;
-}
-
-Store* store_for(const LocConf& conf) noexcept
-{
-    return conf.zone != nullptr ? zone::attached_store(conf.zone) : redis::worker_store(*conf.server, conf.redis_timeout);
 }
 
 }  // namespace idem

@@ -17,7 +17,6 @@
 namespace idem {
 
 class Store;
-struct LocConf;
 
 struct ClaimResult {
     Outcome outcome;
@@ -118,15 +117,5 @@ inline Lease* hold_lease(Lease* lease) noexcept
     return lease;
 }
 void drop_lease(Lease* lease) noexcept;
-
-// An exiting worker tries what it owes its store until
-// worker_shutdown_timeout (counted from when it is first seen exiting), when
-// that is set; past it, true.
-bool past_exit_deadline() noexcept;
-
-// Where a location's claims go: its zone, or this worker's store for its
-// Redis deployment (its reply timeout set); nullptr when none can take
-// claims now. Chosen once per request.
-Store* store_for(const LocConf& conf) noexcept;
 
 }  // namespace idem

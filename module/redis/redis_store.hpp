@@ -8,6 +8,7 @@
 #pragma once
 
 #include "../conf.hpp"
+#include "../store.hpp"
 
 namespace idem::redis {
 

@@ -12,6 +12,28 @@
 #include "replies.hpp"
 
 namespace idem::redis {
+namespace {
+
+// An exiting worker tries what it owes Redis until worker_shutdown_timeout
+// (counted from when it is first seen exiting), when that is set; past it,
+// true.
+bool past_exit_deadline() noexcept
+{
+    static ngx_msec_t deadline = 0;
+    if (!ngx_exiting && !ngx_quit) {
+        return false;
+    }
+    auto* ccf = reinterpret_cast<ngx_core_conf_t*>(ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module));
+    if (ccf == nullptr || ccf->shutdown_timeout == 0 || ccf->shutdown_timeout == NGX_CONF_UNSET_MSEC) {
+        return false;
+    }
+    if (deadline == 0) {
+        deadline = ngx_current_msec + ccf->shutdown_timeout;
+    }
+    return ngx_current_msec >= deadline;
+}
+
+}  // namespace
 
 ScriptCalls::~ScriptCalls()
 {
