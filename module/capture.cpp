@@ -20,6 +20,7 @@
 #include "capture.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "claim.hpp"
 #include "capture_headers.hpp"
@@ -146,7 +147,9 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
             encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
                                  ctx->headers.nelts, ctx->body_size, extras);
             encode_response_tail(tail_at, extras);
-            claim_complete(ctx, {start, head + ctx->body_size + tail}, ctx->record);  // may take it over
+            // the buffer handed over: the store keeps it rather than a copy
+            claim_complete(ctx, RecordBytes::owned(std::exchange(ctx->record, nullptr),
+                                                   {start, head + ctx->body_size + tail}));
         }
     }
     stop_capture(r, ctx);

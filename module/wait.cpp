@@ -122,7 +122,7 @@ void answer_all(WaitGroup* g, const ClaimResult& result) noexcept
     // member's request may be finished, and its pool freed, during its
     // answer, while the others still copy from the block.
     ClaimResult copied = result;
-    copied.take = nullptr;
+    copied.bytes = nullptr;
     while (!ngx_queue_empty(&g->members)) {
         bool last = ngx_queue_next(ngx_queue_head(&g->members)) == ngx_queue_sentinel(&g->members);
         answer(g, first_member(g), last ? result : copied);
