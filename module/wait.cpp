@@ -9,6 +9,7 @@
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
+#include "timing.hpp"
 
 namespace idem {
 
@@ -34,8 +35,8 @@ struct WaitGroup {
 
 namespace {
 
-constexpr ngx_msec_t first_look_delay = 25;  // the first look after 25 ms ...
-constexpr ngx_msec_t max_look_delay = 500;   // ... the delay doubling up to 500 ms
+constexpr Backoff look_backoff{25, 500};  // ms: the first look after 25 ms, the delay doubling up to 500 ms
+constexpr ngx_msec_t first_look_delay = look_backoff.first;
 
 ngx_rbtree_t groups;
 ngx_rbtree_node_t groups_sentinel;
@@ -146,7 +147,7 @@ void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
         free_if_empty(g);
         return;
     }
-    look_later(g, ngx_min(g->delay * 2, max_look_delay));
+    look_later(g, static_cast<ngx_msec_t>(look_backoff.after(g->delay)));
 }
 
 // The look was granted the claim: the original was released and the first

@@ -1,7 +1,8 @@
 // redis/pipeline.hpp — what one connection owes and is owed: the commands
 // written in RESP and not sent yet, and one reply slot per command sent or
 // queued, oldest first (Redis answers in order). Reply slots are recycled
-// through a free list; nothing here touches a socket.
+// through a free list; nothing here touches a socket. Each command written
+// is traced at debug level by its name and key hash alone (resp.hpp).
 // A late command (Late) is written only when everything queued before it
 // has been sent: its words are chosen then, at the moment it leaves, not
 // when it was queued (a store within its claim's lease, lease.hpp). It
