@@ -130,7 +130,6 @@ private:
     // 1-based index of the node at host:port (an empty host: the node `from`).
     unsigned node_at(std::string_view host, unsigned port, unsigned from) noexcept
     {
-        std::string_view from_host;
         char buf[NGX_SOCKADDR_STRLEN];
         if (host.empty() && from < node_count_) {
             const ngx_addr_t& addr = nodes_[from].conn->address();
