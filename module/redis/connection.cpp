@@ -46,7 +46,7 @@ const char* reply_kind(int type) noexcept
 Connection::Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& auth, ngx_log_t* log,
                        const ConnectionOptions& options) noexcept
     : name_(name), addrs_(addrs), auth_(auth), log_(log), large_replies_(options.large_replies),
-      data_node_(options.data_node), tls_(options.tls), pipeline_(log)
+      data_node_(options.data_node), tls_(options.tls), pipeline_(name, log)
 {
     set_event(retry_event_, on_retry, this, log, true);
     set_event(failure_event_, on_deferred_failure, this, log);

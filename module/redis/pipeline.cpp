@@ -12,7 +12,8 @@ namespace {
 
 // The debug trace of a command written into the output buffer: its name
 // and the start of its store key's hash, nothing else (resp.hpp).
-void trace_written(ngx_log_t* log, int argc, const char* const* argv, const size_t* argv_len, const char* how) noexcept
+void trace_written(const ngx_str_t& name, ngx_log_t* log, int argc, const char* const* argv, const size_t* argv_len,
+                   const char* how) noexcept
 {
 #if (NGX_DEBUG)
     if ((log->log_level & NGX_LOG_DEBUG_HTTP) == 0) {
@@ -20,14 +21,14 @@ void trace_written(ngx_log_t* log, int argc, const char* const* argv, const size
     }
     CommandTrace t = trace_command(argc, argv, argv_len);
     if (t.key_hash.empty()) {
-        ngx_log_debug3(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: Redis command %*s written%s", t.name.size(),
-                       t.name.data(), how);
+        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: Redis %V: command %*s written%s", &name,
+                       t.name.size(), t.name.data(), how);
     } else {
-        ngx_log_debug5(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: Redis command %*s written for key hash %*s...%s",
-                       t.name.size(), t.name.data(), t.key_hash.size(), t.key_hash.data(), how);
+        ngx_log_debug6(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: Redis %V: command %*s written for key hash %*s...%s",
+                       &name, t.name.size(), t.name.data(), t.key_hash.size(), t.key_hash.data(), how);
     }
 #else
-    (void) log, (void) argc, (void) argv, (void) argv_len, (void) how;
+    (void) name, (void) log, (void) argc, (void) argv, (void) argv_len, (void) how;
 #endif
 }
 
@@ -184,14 +185,14 @@ bool Pipeline::push(int argc, const char** argv, const size_t* argv_len, ReplyHa
             return false;
         }
         resp_write(at, argc, argv, argv_len);
-        trace_written(log_, argc, argv, argv_len, ", first in line");
+        trace_written(name_, log_, argc, argv, argv_len, ", first in line");
     } else {
         if (!reserve(resp_size_bound(argc, argv_len))) {
             give_back(p);
             return false;
         }
         out_len_ = static_cast<size_t>(resp_write(out_ + out_len_, argc, argv, argv_len) - out_);
-        trace_written(log_, argc, argv, argv_len, "");
+        trace_written(name_, log_, argc, argv, argv_len, "");
     }
     link(p, front);
     return true;
@@ -235,7 +236,7 @@ bool Pipeline::render_due() noexcept
     }
     for (int i = 0; i < words.commands; i++) {
         at = resp_write(at, words.argc[i], words.argv[i], words.lens[i]);
-        trace_written(log_, words.argc[i], words.argv[i], words.lens[i], " as it leaves");
+        trace_written(name_, log_, words.argc[i], words.argv[i], words.lens[i], " as it leaves");
     }
     return true;
 }

@@ -58,7 +58,8 @@ struct Pending {
 
 class Pipeline {
 public:
-    explicit Pipeline(ngx_log_t* log) noexcept : log_(log) {}
+    // `name`: the connection's, for the debug trace; it outlives the pipeline.
+    Pipeline(const ngx_str_t& name, ngx_log_t* log) noexcept : name_(name), log_(log) {}
     ~Pipeline();
     Pipeline(const Pipeline&) = delete;
     Pipeline& operator=(const Pipeline&) = delete;
@@ -97,6 +98,7 @@ private:
     // Writes `size` bytes at the send position, ahead of what waits.
     char* insert_at_front(size_t size) noexcept;
 
+    const ngx_str_t& name_;
     ngx_log_t* log_;
     char* out_ = nullptr;  // RESP bytes: [out_pos_, out_len_) not sent yet, room for out_cap_
     size_t out_pos_ = 0, out_len_ = 0, out_cap_ = 0;
