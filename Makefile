@@ -104,7 +104,9 @@ fuzz: deps $(FUZZ_BINS)
 	  exit 1; \
 	fi
 
+# The include layers of docs/design.md#layers, then the unit tests.
 unit: $(UNIT_BIN)
+	scripts/check-layers.pl
 	$(UNIT_BIN)
 
 # The Test::Nginx suite, on Redis; then the store-agnostic files again on the

@@ -23,6 +23,7 @@
 #include "capture.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "claim.hpp"
 #include "capture_headers.hpp"
@@ -150,8 +151,9 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
             encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
                                  ctx->capture.headers.nelts, ctx->capture.body_size, extras);
             encode_response_tail(tail_at, extras);
-            // may take the record over
-            claim_complete(ctx, {start, head + ctx->capture.body_size + tail}, ctx->capture.record);
+            // the buffer handed over: the store keeps it rather than a copy
+            claim_complete(ctx, RecordBytes::owned(std::exchange(ctx->capture.record, nullptr),
+                                                   {start, head + ctx->capture.body_size + tail}));
         }
     }
     stop_capture(r, ctx);

@@ -15,12 +15,14 @@
 #include <openssl/rand.h>
 
 #include <cstring>
+#include <utility>
 
 #include "key.hpp"
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "request_ctx.hpp"
+#include "store_factory.hpp"
 #include "wait.hpp"
 
 namespace idem {
@@ -56,16 +58,14 @@ bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
     if (result.record == nullptr) {
         return false;
     }
-    char** take = result.take;
-    if (take != nullptr && *take != nullptr && *take == result.stored.data()) {
+    if (result.bytes != nullptr && result.bytes->owns()) {
         auto* stored = static_cast<Record*>(ngx_palloc(pool, sizeof(Record)));
         ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(pool, 0);
         if (stored == nullptr || cln == nullptr) {
             return false;
         }
         cln->handler = free_block;
-        cln->data = *take;
-        *take = nullptr;
+        cln->data = result.bytes->release();
         *stored = *result.record;
         ctx->stored = stored;
         return true;
@@ -344,42 +344,38 @@ void claim_release(RequestCtx* ctx, const char* why) noexcept
 // under the first key and bound to its store key. The sealed copy is
 // ngx_alloc'd, not from r->pool: a response that never completed is settled
 // from the pool's cleanup, when nginx has already let go of r->pool. The
-// store takes over the memory the record lies in (the sealed copy, or the
-// capture's `buffer`) rather than copying it.
-void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noexcept
+// store takes over the bytes it is handed when they are owned (the sealed
+// copy, or the capture's buffer) rather than copying them.
+void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
 {
     ngx_array_t* keys = ctx->conf->seal_keys;
     ngx_log_t* log = ctx->request->connection->log;
-    std::string_view value = record;
-    char* sealed = nullptr;
+    RecordBytes value = std::move(record);
     char marker[unreplayable_size];
     if (keys != nullptr) {
-        sealed = static_cast<char*>(ngx_alloc(record.size() + seal_overhead, log));
-        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), record, sealed)) {
-            value = {sealed, record.size() + seal_overhead};
+        std::string_view plain = value.view();
+        auto* sealed = static_cast<char*>(ngx_alloc(plain.size() + seal_overhead, log));
+        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), plain, sealed)) {
+            value = RecordBytes::owned(sealed, {sealed, plain.size() + seal_overhead});  // the plain record freed
         } else {
             // Never let the claim lapse into a second execution: store the
             // plain marker (a fingerprint and a status, nothing of the
             // response); with encryption on it reads as unverifiable (410).
+            ngx_free(sealed);
             ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->claim.key);
-            value = {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
+            value = RecordBytes::borrowed(
+                {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)});
         }
     }
+    size_t size = value.view().size();
     bool within_lease = ctx->claim.lease != nullptr && ctx->claim.lease->holds(ngx_current_msec);
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", value.size(), &ctx->claim.key,
+                   "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", size, &ctx->claim.key,
                    ctx->conf->ttl, within_lease ? "within the claim's lease so far" : "fenced");
-    char* taken = value.data() == sealed ? sealed : value.data() == record.data() ? buffer : nullptr;
-    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), value, ctx->conf->ttl,
-                               ctx->conf->lock_ttl, within_lease ? ctx->claim.lease : nullptr, taken);
-    if (taken != nullptr && taken == buffer) {
-        buffer = nullptr;
-    }
-    if (sealed != nullptr && taken != sealed) {
-        ngx_free(sealed);  // sealing failed: the marker went instead
-    }
+    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), ctx->conf->ttl, ctx->conf->lock_ttl,
+                         within_lease ? ctx->claim.lease : nullptr);
     count(Counter::stored_responses);
-    count(Counter::stored_bytes, value.size());
+    count(Counter::stored_bytes, size);
     settled(ctx);
     wake_waiters(ctx);
 }
@@ -390,8 +386,7 @@ void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept
     size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
     ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
                   "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->claim.key, why);
-    char* copied = nullptr;
-    claim_complete(ctx, {marker, size}, copied);
+    claim_complete(ctx, RecordBytes::borrowed({marker, size}));
 }
 
 }  // namespace idem

@@ -46,9 +46,8 @@ void claim_stop_renewing(RequestCtx* ctx) noexcept;
 // Settling a held claim, fenced by its record: the response record (sealed
 // with idempotency_encrypt_key), the marker of an executed response that
 // cannot be replayed (410), or the key freed for a retry to run again.
-// `buffer`, when given, is the ngx_alloc'd memory `record` lies in: the
-// store may take it over (and sets it to nullptr) instead of copying.
-void claim_complete(RequestCtx* ctx, std::string_view record, char*& buffer) noexcept;
+// Owned `record` bytes the store keeps as they are, borrowed ones it copies.
+void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept;
 void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept;
 void claim_release(RequestCtx* ctx, const char* why) noexcept;
 

@@ -1,16 +1,16 @@
-// conf.hpp — the module's configuration structures, shared by the
-// nginx-facing files. Defaults live in module.cpp's merge.
+// conf.hpp — the module's configuration structures and nothing else: what
+// the directives set (module.cpp, redis/redis_conf.cpp, redis/tls_conf.cpp,
+// zone/zone_conf.cpp), read by the nginx-facing files. Defaults live in
+// module.cpp's merge.
 #pragma once
 
-#include "disposition.hpp"
-#include "fingerprint.hpp"
-#include "seal.hpp"
 #include "ngx.hpp"
-#include "store.hpp"
 
 extern "C" ngx_module_t ngx_http_idempotency_module;
 
 namespace idem {
+
+class ReleaseStatuses;  // disposition.hpp
 
 // What every connection to a Redis data node sends first (AUTH, SELECT).
 struct RedisAuth {

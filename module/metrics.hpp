@@ -1,7 +1,7 @@
 // metrics.hpp — what the module counts, shared by all workers: requests by
 // outcome, Redis commands, errors, timeouts and reconnects, stores and
-// releases given up, Redis round-trip and waiting-time histograms, responses
-// and bytes stored. The counters live in a shared memory zone
+// releases given up, Redis round-trip and waiting-time histograms, the
+// responses and bytes handed to either store, a full zone. The counters live in a shared memory zone
 // ("idempotency_metrics", kept across reloads) and are served in Prometheus
 // text format by `idempotency_metrics;`.
 #pragma once

@@ -9,6 +9,7 @@
 #include "capture.hpp"
 #include "request_ctx.hpp"
 #include "conf_util.hpp"
+#include "disposition.hpp"
 #include "key_space.hpp"
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"

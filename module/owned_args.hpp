@@ -1,15 +1,16 @@
 // owned_args.hpp — the one way the module keeps copies of a command's
 // arguments: an object and the bytes of its arguments in one allocation,
 // the object's `args` viewing them. A claim in flight (store.hpp), a fenced
-// script call (redis/redis_store.cpp) and a routed command
+// script call (redis/script_calls.hpp) and a routed command
 // (redis/router.hpp) each outlive the buffers they were made from: they
 // are answered, sent again or released after their request may be gone.
+// A script call storing a response keeps the record's bytes themselves
+// instead of a copy when it was handed them (record_bytes.hpp).
 #pragma once
 
 #include <cstring>
 #include <new>
 #include <string_view>
-#include <type_traits>
 
 #include "ngx.hpp"
 
@@ -26,11 +27,11 @@ struct OwnedArgs {
 };
 
 // A value-initialised T followed by copies of `args` (at most
-// T::args.capacity of them), freed with ngx_free; nullptr when out of memory.
+// T::args.capacity of them), freed with delete_with_args (or ngx_free, for
+// a T with nothing to destroy); nullptr when out of memory.
 template <typename T>
 T* new_with_args(const std::string_view* args, int count, ngx_log_t* log) noexcept
 {
-    static_assert(std::is_trivially_destructible_v<T>, "freed with ngx_free");
     if (count > decltype(T::args)::capacity) {
         return nullptr;
     }
@@ -54,6 +55,13 @@ T* new_with_args(const std::string_view* args, int count, ngx_log_t* log) noexce
     }
     t->args.count = count;
     return t;
+}
+
+template <typename T>
+void delete_with_args(T* t) noexcept
+{
+    t->~T();
+    ngx_free(t);
 }
 
 }  // namespace idem

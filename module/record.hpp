@@ -1,7 +1,8 @@
 // record.hpp — the versioned binary codec of what the module keeps under a
-// Redis key: an in-flight claim, a stored response, or the marker of a
-// response that was executed but cannot be replayed.
-// Pure: knows nothing of nginx or Redis.
+// store key (in Redis or in the zone): an in-flight claim, a stored
+// response, or the marker of a response that was executed but cannot be
+// replayed. Pure: knows nothing of nginx or Redis. Who frees a record's
+// bytes is record_bytes.hpp's.
 //
 // Layout (all integers big-endian):
 //   "IDM" version(1) kind(1) fingerprint(32)
@@ -109,10 +110,11 @@ private:
     std::uint16_t left_;
 };
 
-// Both return 0 for a token longer than max_token_length.
+// Whether a response's headers (or trailers) fit the limits above.
 enum class HeaderLimit { ok, too_many, too_large };
 HeaderLimit check_header_limits(const Header* headers, std::size_t count) noexcept;
 
+// Both return 0 for a token longer than max_token_length.
 std::size_t claim_size(std::string_view token) noexcept;
 // Writes a claim record to out (room for claim_size(token)); returns its size.
 std::size_t encode_claim(const Digest& fingerprint, std::string_view token,

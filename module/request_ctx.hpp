@@ -13,6 +13,7 @@
 #include "conf.hpp"
 #include "outcome.hpp"
 #include "wait.hpp"
+#include "store.hpp"
 
 namespace idem {
 

@@ -1,11 +1,8 @@
-// store.cpp — see store.hpp: what the stores share.
+// store.cpp — see store.hpp: what the stores share, the backends apart.
 
 #include "store.hpp"
 
-#include "conf.hpp"
 #include "decide.hpp"
-#include "redis/redis_store.hpp"
-#include "zone/zone_store.hpp"
 
 namespace idem {
 
@@ -14,20 +11,22 @@ void ClaimWaiter::answer(Outcome outcome) const noexcept
     callback(data, {outcome, nullptr, {}});
 }
 
-void ClaimWaiter::answer_found(std::string_view key, std::string_view found, ngx_log_t* log,
-                               char** take) const noexcept
+void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_t* log) const noexcept
 {
-    char* opened = nullptr;
-    if (is_sealed(found)) {  // only a sealed record needs room to open into
-        opened = static_cast<char*>(ngx_alloc(found.size(), log));
-        if (opened == nullptr) {
+    std::string_view value = found.view();
+    char* room = nullptr;
+    RecordBytes opened;  // a sealed record, opened: the request may keep that instead
+    if (is_sealed(value)) {  // only a sealed record needs room to open into
+        room = static_cast<char*>(ngx_alloc(value.size(), log));
+        if (room == nullptr) {
             answer(Outcome::unavailable);
             return;
         }
+        opened = RecordBytes::owned(room, {});
     }
     Record record;
     Unusable why = Unusable::no;
-    Outcome outcome = decide_at_rest(key, found, keys, key_count, fingerprint, opened, record, why);
+    Outcome outcome = decide_at_rest(key, value, keys, key_count, fingerprint, room, record, why);
     if (why == Unusable::not_a_record) {
         ngx_log_error(NGX_LOG_ERR, log, 0, "idempotency: the value under \"%*s\" is not a record of this module",
                       key.size(), key.data());
@@ -35,11 +34,12 @@ void ClaimWaiter::answer_found(std::string_view key, std::string_view found, ngx
         ngx_log_error(NGX_LOG_ERR, log, 0, "idempotency: the record under \"%*s\" does not open: %s", key.size(),
                       key.data(), unusable_reason(why));
     }
-    if (opened != nullptr) {
-        take = found.data() == opened ? &opened : nullptr;  // else it did not open
+    RecordBytes* bytes = &found;  // what `value` views
+    if (room != nullptr && value.data() == room) {
+        opened = RecordBytes::owned(opened.release(), value);
+        bytes = &opened;
     }
-    callback(data, {outcome, outcome == Outcome::replayed ? &record : nullptr, found, take});
-    ngx_free(opened);
+    callback(data, {outcome, outcome == Outcome::replayed ? &record : nullptr, value, bytes});
 }
 
 PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
@@ -69,27 +69,6 @@ void drop_lease(Lease* lease) noexcept
     if (lease != nullptr && --lease->refs == 0) {
         ngx_free(lease);
     }
-}
-
-bool past_exit_deadline() noexcept
-{
-    static ngx_msec_t deadline = 0;
-    if (!ngx_exiting && !ngx_quit) {
-        return false;
-    }
-    auto* ccf = reinterpret_cast<ngx_core_conf_t*>(ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module));
-    if (ccf == nullptr || ccf->shutdown_timeout == 0 || ccf->shutdown_timeout == NGX_CONF_UNSET_MSEC) {
-        return false;
-    }
-    if (deadline == 0) {
-        deadline = ngx_current_msec + ccf->shutdown_timeout;
-    }
-    return ngx_current_msec >= deadline;
-}
-
-Store* store_for(const LocConf& conf) noexcept
-{
-    return conf.zone != nullptr ? zone::attached_store(conf.zone) : redis::worker_store(*conf.server, conf.redis_timeout);
 }
 
 }  // namespace idem

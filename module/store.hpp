@@ -1,7 +1,10 @@
-// store.hpp — where claims and responses live. The claim (claim.cpp) speaks
-// only to this interface; redis/redis_store.* implements it over Redis,
-// zone/zone_store.* in nginx shared memory. Every operation touches exactly
-// one key and never blocks.
+// store.hpp — the store interface: where claims and responses live, and
+// what every store shares (the claim in flight, its waiter and how a found
+// record is judged, the lease's reference count). The claim (claim.cpp)
+// speaks only to this interface; redis/redis_store.* implements it over
+// Redis, zone/zone_store.* in nginx shared memory, and store_factory.*
+// picks one; this file knows neither. Every operation touches exactly one
+// key and never blocks.
 #pragma once
 
 #include <cstdint>
@@ -12,22 +15,23 @@
 #include "outcome.hpp"
 #include "owned_args.hpp"
 #include "record.hpp"
+#include "record_bytes.hpp"
 #include "seal.hpp"
 
 namespace idem {
 
 class Store;
-struct LocConf;
 
 struct ClaimResult {
     Outcome outcome;
     const Record* record;     // replayed: the stored response, decoded from `stored`
     std::string_view stored;  // the record found; both valid during the callback only
-    // Not nullptr: where the store keeps the ngx_alloc'd (malloc'd) block
-    // `stored` begins — the reply's string, the zone's copy out of shared
-    // memory, or the opened copy of a sealed record. The request may take it over instead of copying the record:
-    // it frees it with ngx_free and sets *take to nullptr.
-    char** take = nullptr;
+    // Not nullptr: the bytes `stored` views — the reply's string, the zone's
+    // copy out of shared memory, or the opened copy of a sealed record —
+    // held by the store during the callback. The request may move them out
+    // and keep them instead of copying the record; what it leaves, the
+    // store frees.
+    RecordBytes* bytes = nullptr;
 };
 
 using ClaimCallback = void (*)(void* data, const ClaimResult& result);
@@ -43,10 +47,9 @@ struct ClaimWaiter {
 
     void answer(Outcome outcome) const noexcept;
     // Answers with what `found`, the record read under `key`, means for the
-    // request (decide.hpp); one that cannot be used is logged.
-    // `take`: see ClaimResult.
-    void answer_found(std::string_view key, std::string_view found, ngx_log_t* log,
-                      char** take = nullptr) const noexcept;
+    // request (decide.hpp); one that cannot be used is logged. The request
+    // may keep the bytes (ClaimResult::bytes); else they are freed here.
+    void answer_found(std::string_view key, RecordBytes found, ngx_log_t* log) const noexcept;
 };
 
 // A claim in flight, the same for every store: who waits for it, and
@@ -94,12 +97,10 @@ public:
     // extended to ttl_ms (which needs no memory) while the store is tried
     // again and after it gives up, so no retry executes a second time.
     // `lease`: the claim's lease (lease.hpp; nullptr: none), judged when the
-    // store leaves: while it holds, a store may skip the fence. `take`: the
-    // ngx_alloc'd memory `record` lies in, which the store takes over and
-    // frees (nullptr: it copies the record).
-    virtual void complete(std::string_view key, std::string_view claim, std::string_view record,
-                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease,
-                          char* take = nullptr) noexcept = 0;
+    // store leaves: while it holds, a store may skip the fence. `record`:
+    // bytes it owns the store keeps as they are, borrowed ones it copies.
+    virtual void complete(std::string_view key, std::string_view claim, RecordBytes record,
+                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease) noexcept = 0;
     virtual void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
     // Extends a claim still held by `claim` to lock_ttl_ms from now; one
     // that is gone revokes `lease` (nullptr: none).
@@ -118,15 +119,5 @@ inline Lease* hold_lease(Lease* lease) noexcept
     return lease;
 }
 void drop_lease(Lease* lease) noexcept;
-
-// An exiting worker tries what it owes its store until
-// worker_shutdown_timeout (counted from when it is first seen exiting), when
-// that is set; past it, true.
-bool past_exit_deadline() noexcept;
-
-// Where a location's claims go: its zone, or this worker's store for its
-// Redis deployment (its reply timeout set); nullptr when none can take
-// claims now. Chosen once per request.
-Store* store_for(const LocConf& conf) noexcept;
 
 }  // namespace idem

@@ -9,6 +9,7 @@
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "request_ctx.hpp"
+#include "timing.hpp"
 
 namespace idem {
 
@@ -34,8 +35,8 @@ struct WaitGroup {
 
 namespace {
 
-constexpr ngx_msec_t first_look_delay = 25;  // the first look after 25 ms ...
-constexpr ngx_msec_t max_look_delay = 500;   // ... the delay doubling up to 500 ms
+constexpr Backoff look_backoff{25, 500};  // ms: the first look after 25 ms, the delay doubling up to 500 ms
+constexpr ngx_msec_t first_look_delay = look_backoff.first;
 
 ngx_rbtree_t groups;
 ngx_rbtree_node_t groups_sentinel;
@@ -125,7 +126,7 @@ void answer_all(WaitGroup* g, const ClaimResult& result) noexcept
     // member's request may be finished, and its pool freed, during its
     // answer, while the others still copy from the block.
     ClaimResult copied = result;
-    copied.take = nullptr;
+    copied.bytes = nullptr;
     while (!ngx_queue_empty(&g->members)) {
         bool last = ngx_queue_next(ngx_queue_head(&g->members)) == ngx_queue_sentinel(&g->members);
         answer(g, first_member(g), last ? result : copied);
@@ -149,7 +150,7 @@ void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
         free_if_empty(g);
         return;
     }
-    look_later(g, ngx_min(g->delay * 2, max_look_delay));
+    look_later(g, static_cast<ngx_msec_t>(look_backoff.after(g->delay)));
 }
 
 // The look was granted the claim: the original was released and the first

@@ -2,7 +2,8 @@
 // per node, each command sent to the master of its key's slot. The slot map
 // comes from CLUSTER SLOTS, asked of the seed nodes or any known node; it is
 // asked again when a node answers MOVED, when a node cannot be reached and
-// on CLUSTERDOWN. MOVED and ASK are followed at once, up to a few hops.
+// on CLUSTERDOWN. MOVED and ASK are followed at once, up to max_redirects
+// hops (router.hpp).
 
 #include <hiredis/hiredis.h>
 
@@ -11,6 +12,7 @@
 
 #include "../conf.hpp"
 #include "cluster.hpp"
+#include "../timing.hpp"
 #include "router.hpp"
 #include "tls_conf.hpp"
 
@@ -18,7 +20,6 @@ namespace idem::redis {
 namespace {
 
 constexpr unsigned max_nodes = 64;
-constexpr int max_redirects = 5;
 constexpr ngx_msec_t refresh_interval = 100;  // at most one CLUSTER SLOTS per interval
 constexpr ngx_msec_t failover_poll = 500;     // while a master in the map is unreachable
 
@@ -79,9 +80,7 @@ public:
 
     void set_timeout(ngx_msec_t timeout) noexcept override
     {
-        if (timeout_ == 0 || timeout < timeout_) {
-            timeout_ = timeout;
-        }
+        timeout_ = static_cast<ngx_msec_t>(shortest_timeout(timeout_, timeout));
         for (unsigned i = 0; i < node_count_; i++) {
             nodes_[i].conn->set_timeout(timeout_);
         }
@@ -115,7 +114,8 @@ private:
         }
         Node& n = nodes_[node_count_];
         n.endpoint = endpoint;
-        n.conn = new (std::nothrow) Connection(name, addrs, server_.auth, log_, true, true, tls_target(server_, host));
+        n.conn = new (std::nothrow) Connection(name, addrs, server_.auth, log_,
+                                               ConnectionOptions::cluster_node_at(tls_target(server_, host)));
         if (n.conn == nullptr) {
             free_endpoint(endpoint);
             return nullptr;
@@ -130,7 +130,6 @@ private:
     // 1-based index of the node at host:port (an empty host: the node `from`).
     unsigned node_at(std::string_view host, unsigned port, unsigned from) noexcept
     {
-        std::string_view from_host;
         char buf[NGX_SOCKADDR_STRLEN];
         if (host.empty() && from < node_count_) {
             const ngx_addr_t& addr = nodes_[from].conn->address();

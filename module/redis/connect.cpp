@@ -66,6 +66,7 @@ ngx_int_t Connection::connect_to(const ngx_addr_t& addr) noexcept
     peer_.get = ngx_event_get_peer;
     peer_.log = log_;
     peer_.log_error = NGX_ERROR_ERR;
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: connecting to %V", &name_, &addr.name);
     ngx_int_t rc = ngx_event_connect_peer(&peer_);
     conn_ = peer_.connection;
     return rc;
@@ -119,6 +120,7 @@ void Connection::connected() noexcept
     }
     state_ = State::up;
     failed_in_turn_ = 0;
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: connected to %V", &name_, &address().name);
     // AUTH, SELECT and INFO go first, ahead of what waited for the
     // connection, whichever address it reached.
     if (!handshake()) {

@@ -8,22 +8,45 @@
 
 #include "../conf.hpp"
 #include "../metrics.hpp"
+#include "../timing.hpp"
 #include "info.hpp"
 #include "reply_reader.hpp"
 
 namespace idem::redis {
 namespace {
 
-constexpr ngx_msec_t first_backoff = 100;
-constexpr ngx_msec_t max_backoff = 1000;
+constexpr Backoff reconnect_backoff{100, 1000};  // ms
 constexpr size_t read_chunk = 16 * 1024;
+
+#if (NGX_DEBUG)
+// For the debug trace: what kind of reply came, never what it holds.
+const char* reply_kind(int type) noexcept
+{
+    switch (type) {
+    case REDIS_REPLY_STRING:
+        return "string";
+    case REDIS_REPLY_ARRAY:
+        return "array";
+    case REDIS_REPLY_INTEGER:
+        return "integer";
+    case REDIS_REPLY_NIL:
+        return "nil";
+    case REDIS_REPLY_STATUS:
+        return "status";
+    case REDIS_REPLY_ERROR:
+        return "error";
+    default:
+        return "other";
+    }
+}
+#endif
 
 }  // namespace
 
 Connection::Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& auth, ngx_log_t* log,
-                       bool large_replies, bool data_node, TlsTarget tls) noexcept
-    : name_(name), addrs_(addrs), auth_(auth), log_(log), large_replies_(large_replies), data_node_(data_node),
-      tls_(tls), pipeline_(log)
+                       const ConnectionOptions& options) noexcept
+    : name_(name), addrs_(addrs), auth_(auth), log_(log), large_replies_(options.large_replies),
+      data_node_(options.data_node), tls_(options.tls), pipeline_(name, log)
 {
     set_event(retry_event_, on_retry, this, log, true);
     set_event(failure_event_, on_deferred_failure, this, log);
@@ -48,9 +71,7 @@ Connection::~Connection()
 
 void Connection::set_timeout(ngx_msec_t timeout) noexcept
 {
-    if (timeout < timeout_ || timeout_ == 0) {
-        timeout_ = timeout;
-    }
+    timeout_ = static_cast<ngx_msec_t>(shortest_timeout(timeout_, timeout));
 }
 
 bool Connection::command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
@@ -162,8 +183,10 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
     }
 
     if (why != nullptr) {
-        backoff_ = backoff_ ? ngx_min(backoff_ * 2, max_backoff) : first_backoff;
+        backoff_ = static_cast<ngx_msec_t>(reconnect_backoff.after(backoff_));
         retry_at_ = ngx_current_msec + backoff_;
+        ngx_log_debug3(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: down (%s), reconnecting in %M ms at the earliest",
+                       &name_, why, backoff_);
     }
 
     // Every command in flight gets "no reply"; handlers may queue again.
@@ -202,6 +225,8 @@ void Connection::on_retry(ngx_event_t* ev)
 {
     auto* self = static_cast<Connection*>(ev->data);
     if (self->state_ == State::down && self->pipeline_.awaiting()) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: reconnecting after the backoff",
+                       &self->name_);
         self->connect();
     }
 }
@@ -242,6 +267,7 @@ void Connection::flush() noexcept
             return;
         }
         pipeline_.sent(static_cast<size_t>(n));
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: sent %z bytes", &name_, n);
     }
     if (ngx_handle_write_event(conn_->write, 0) != NGX_OK) {
         fail("cannot watch the socket", 0);
@@ -326,6 +352,8 @@ void Connection::read() noexcept
                 fail("reply to no command", 0);
                 return;
             }
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: reply read (%s)%s", &name_,
+                           reply_kind(static_cast<redisReply*>(reply)->type), p->more > 0 ? ", one of several" : "");
             bool error = static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR;
             if (error) {
                 count(Counter::redis_errors);

@@ -7,8 +7,10 @@
 // each new connection; connection_tls.cpp (with tls.hpp) the TLS handshake,
 // when the deployment has `ssl`, between the TCP connect and the first
 // command.
-// Owns: the socket, AUTH/SELECT on connect, reconnect with backoff, the
-// connect and reply timeouts, and the choice among the addresses a name
+// Owns: the socket, AUTH/SELECT on connect, reconnect with backoff
+// (timing.hpp), the connect and reply timeouts (the shortest of its
+// users'), the debug trace of the transport (connect, handshake, bytes
+// sent, replies read, reconnects), and the choice among the addresses a name
 // resolved to: a connect that fails goes on to the next address at once,
 // with what was queued for it; the address in use is kept while it works,
 // and a dead one is tried again when the others fail. Knows nothing of
@@ -40,16 +42,29 @@ struct Addresses {
 inline Addresses addresses_of(const ngx_url_t& url) noexcept { return {url.addrs, url.naddrs}; }
 inline Addresses one_address(const ngx_addr_t& addr) noexcept { return {&addr, 1}; }
 
+// What kind of peer a connection talks to.
+struct ConnectionOptions {
+    // Arrays of up to 16384 elements are accepted (the cluster's slot map);
+    // otherwise 16, which the store's commands never exceed.
+    bool large_replies = false;
+    // The module's keys live there, and each new connection checks that
+    // Redis will not evict them (INFO memory); false for a Sentinel.
+    bool data_node = true;
+    // Its context outlives the connection (plain TCP by default).
+    TlsTarget tls = {};
+
+    // A Redis server holding the module's keys, a node of a Redis Cluster
+    // (which also reads the slot map), a Sentinel.
+    static ConnectionOptions data_node_at(TlsTarget tls) noexcept { return {false, true, tls}; }
+    static ConnectionOptions cluster_node_at(TlsTarget tls) noexcept { return {true, true, tls}; }
+    static ConnectionOptions sentinel_at(TlsTarget tls) noexcept { return {false, false, tls}; }
+};
+
 class Connection {
 public:
     // `name` (for logs), `addrs` and `auth` must outlive the connection.
-    // `large_replies`: arrays of up to 16384 elements are accepted (the
-    // cluster's slot map); otherwise 16, which the store's commands never
-    // exceed. `data_node`: the module's keys live there, and each new
-    // connection checks that Redis will not evict them (INFO memory).
-    // `tls`: its context outlives the connection (plain TCP by default).
     Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& auth, ngx_log_t* log,
-               bool large_replies = false, bool data_node = true, TlsTarget tls = {}) noexcept;
+               const ConnectionOptions& options = {}) noexcept;
     ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -120,7 +135,7 @@ private:
     Pipeline pipeline_;
 
     ngx_msec_t timeout_ = 0;  // unset until the first user sets it
-    ngx_msec_t backoff_ = 0;
+    ngx_msec_t backoff_ = 0;  // the last wait before reconnecting; 0: the last connect worked
     ngx_msec_t retry_at_ = 0;
     ngx_event_t retry_event_{};
     ngx_event_t failure_event_{};  // runs a failure found inside command()

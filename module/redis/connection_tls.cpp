@@ -16,6 +16,8 @@ void Connection::start_tls() noexcept
     if (!conn_->write->timer_set) {
         ngx_add_timer(conn_->write, timeout_);
     }
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: TLS handshake with %V", &name_,
+                   &address().name);
     ngx_int_t rc = tls_.start(conn_, address(), on_tls_handshake, log_);
     if (rc != NGX_AGAIN) {
         tls_done(rc == NGX_OK);
@@ -43,6 +45,8 @@ void Connection::tls_done(bool handshaken) noexcept
         tls_failed(why);
         return;
     }
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: TLS handshake done, certificate checked",
+                   &name_);
     conn_->read->handler = on_read;
     conn_->write->handler = on_write;
     connected();

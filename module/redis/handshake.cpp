@@ -16,6 +16,8 @@ namespace idem::redis {
 bool Connection::handshake() noexcept
 {
     // pushed to the front in reverse: AUTH, then SELECT, then INFO go out
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: handshake:%s%s%s", &name_,
+                   auth_.password.len ? " AUTH" : "", auth_.db != 0 ? " SELECT" : "", data_node_ ? " INFO memory" : "");
     if (data_node_) {
         const char* argv[] = {"INFO", "memory"};
         const size_t lens[] = {4, 6};
@@ -56,7 +58,10 @@ void Connection::on_handshake_reply(void* data, redisReply* reply)
         ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the handshake: %s",
                       &self->name_, reply->str);
         self->fail(nullptr, 0);
+        return;
     }
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: handshake step %s", &self->name_,
+                   reply != nullptr ? "accepted" : "lost with the connection");
 }
 
 void Connection::on_memory_info(void* data, redisReply* reply)

@@ -8,6 +8,31 @@
 #include "resp.hpp"
 
 namespace idem::redis {
+namespace {
+
+// The debug trace of a command written into the output buffer: its name
+// and the start of its store key's hash, nothing else (resp.hpp).
+void trace_written(const ngx_str_t& name, ngx_log_t* log, int argc, const char* const* argv, const size_t* argv_len,
+                   const char* how) noexcept
+{
+#if (NGX_DEBUG)
+    if ((log->log_level & NGX_LOG_DEBUG_HTTP) == 0) {
+        return;
+    }
+    CommandTrace t = trace_command(argc, argv, argv_len);
+    if (t.key_hash.empty()) {
+        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: Redis %V: command %*s written%s", &name,
+                       t.name.size(), t.name.data(), how);
+    } else {
+        ngx_log_debug6(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: Redis %V: command %*s written for key hash %*s...%s",
+                       &name, t.name.size(), t.name.data(), t.key_hash.size(), t.key_hash.data(), how);
+    }
+#else
+    (void) name, (void) log, (void) argc, (void) argv, (void) argv_len, (void) how;
+#endif
+}
+
+}  // namespace
 
 Pipeline::~Pipeline()
 {
@@ -160,12 +185,14 @@ bool Pipeline::push(int argc, const char** argv, const size_t* argv_len, ReplyHa
             return false;
         }
         resp_write(at, argc, argv, argv_len);
+        trace_written(name_, log_, argc, argv, argv_len, ", first in line");
     } else {
         if (!reserve(resp_size_bound(argc, argv_len))) {
             give_back(p);
             return false;
         }
         out_len_ = static_cast<size_t>(resp_write(out_ + out_len_, argc, argv, argv_len) - out_);
+        trace_written(name_, log_, argc, argv, argv_len, "");
     }
     link(p, front);
     return true;
@@ -209,6 +236,7 @@ bool Pipeline::render_due() noexcept
     }
     for (int i = 0; i < words.commands; i++) {
         at = resp_write(at, words.argc[i], words.argv[i], words.lens[i]);
+        trace_written(name_, log_, words.argc[i], words.argv[i], words.lens[i], " as it leaves");
     }
     return true;
 }

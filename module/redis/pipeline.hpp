@@ -1,7 +1,8 @@
 // redis/pipeline.hpp — what one connection owes and is owed: the commands
 // written in RESP and not sent yet, and one reply slot per command sent or
 // queued, oldest first (Redis answers in order). Reply slots are recycled
-// through a free list; nothing here touches a socket.
+// through a free list; nothing here touches a socket. Each command written
+// is traced at debug level by its name and key hash alone (resp.hpp).
 // A late command (Late) is written only when everything queued before it
 // has been sent: its words are chosen then, at the moment it leaves, not
 // when it was queued (a store within its claim's lease, lease.hpp). It
@@ -57,7 +58,8 @@ struct Pending {
 
 class Pipeline {
 public:
-    explicit Pipeline(ngx_log_t* log) noexcept : log_(log) {}
+    // `name`: the connection's, for the debug trace; it outlives the pipeline.
+    Pipeline(const ngx_str_t& name, ngx_log_t* log) noexcept : name_(name), log_(log) {}
     ~Pipeline();
     Pipeline(const Pipeline&) = delete;
     Pipeline& operator=(const Pipeline&) = delete;
@@ -96,6 +98,7 @@ private:
     // Writes `size` bytes at the send position, ahead of what waits.
     char* insert_at_front(size_t size) noexcept;
 
+    const ngx_str_t& name_;
     ngx_log_t* log_;
     char* out_ = nullptr;  // RESP bytes: [out_pos_, out_len_) not sent yet, room for out_cap_
     size_t out_pos_ = 0, out_len_ = 0, out_cap_ = 0;

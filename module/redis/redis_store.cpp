@@ -5,6 +5,7 @@
 #include <hiredis/hiredis.h>
 
 #include <new>
+#include <utility>
 
 #include "replies.hpp"
 #include "router.hpp"
@@ -66,13 +67,10 @@ public:
     // as `MULTI; PEXPIRETIME; SET key record PX ttl XX GET; EXEC`: plain
     // commands instead of a script. Any attempt after the first, and one
     // that leaves past the lease, is the fenced script.
-    void complete(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms,
-                  std::uint64_t lock_ttl_ms, Lease* lease, char* take) noexcept override
+    void complete(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
+                  std::uint64_t lock_ttl_ms, Lease* lease) noexcept override
     {
-        char ttl[NGX_INT64_LEN];
-        size_t ttl_len = decimal(ttl_ms, ttl);
-        std::string_view args[] = {key, claim, record, {ttl, ttl_len}};
-        calls_.call(complete_script, Role::store, args, 4, lock_ttl_or_longest(lock_ttl_ms), lease, take);
+        calls_.store(key, claim, std::move(record), ttl_ms, lock_ttl_or_longest(lock_ttl_ms), lease);
     }
 
     void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
@@ -88,6 +86,7 @@ public:
     }
 
 private:
+    // Remembers the longest lock_ttl claimed or renewed with.
     void note_lock_ttl(std::uint64_t lock_ttl_ms) noexcept
     {
         if (lock_ttl_ms > longest_lock_ttl_) {
@@ -95,6 +94,8 @@ private:
         }
     }
 
+    // lock_ttl_ms 0 (a settling whose request is gone): the longest this
+    // store has claimed or renewed with, else idempotency_lock_ttl's default.
     std::uint64_t lock_ttl_or_longest(std::uint64_t lock_ttl_ms) const noexcept
     {
         if (lock_ttl_ms != 0) {
@@ -103,7 +104,8 @@ private:
         return longest_lock_ttl_ != 0 ? longest_lock_ttl_ : default_lock_ttl_ms;
     }
 
-
+    // The claim's reply: the waiter answered (granted, the record found, or
+    // unavailable), or a claim nobody waits for any more released.
     static void on_claim_reply(void* data, redisReply* reply)
     {
         auto* op = static_cast<PendingOp*>(data);
@@ -116,15 +118,19 @@ private:
             ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the claim: %s",
                           &self->server_.name, reply->str);
         }
-        const ClaimWaiter& waiter = op->waiter;
         if (self->closing_) {
             // Worker exit: nobody is answered; a claim that may have been
             // granted expires within its lock_ttl.
-        } else if (waiter.callback != nullptr) {
+            ngx_free(op);
+            return;
+        }
+        const ClaimWaiter& waiter = op->waiter;
+        if (waiter.callback != nullptr) {
             // Also while the worker exits gracefully: the request is still
             // there and holds the operation until it is answered.
             if (kind == ClaimReply::found) {
-                waiter.answer_found(op->key(), found, self->log_, &reply->str);  // the request may keep the string
+                // the request may keep the string: the reply lets go of it
+                waiter.answer_found(op->key(), RecordBytes::owned(std::exchange(reply->str, nullptr), found), self->log_);
             } else {
                 waiter.answer(kind == ClaimReply::granted ? Outcome::fresh : Outcome::unavailable);
             }

@@ -1,13 +1,14 @@
-// redis/redis_store.hpp — the Store over Redis: the one-round-trip claim
-// (SET NX PX GET), and completion and release fenced by the claim record in
-// Lua scripts run by EVALSHA (sent again as EVAL on NOSCRIPT). What it owes
-// Redis once the request is gone — a response to store, a key to release —
-// it keeps and tries again after a lost connection or a transient error
-// (retry.hpp), on a timer, renewing the claim of a response meanwhile. One
-// store, and so one connection, per worker per configured Redis server.
+// redis/redis_store.hpp — the Store over Redis, and the worker's stores: the
+// one-round-trip claim (SET NX PX GET), whose found record the request may
+// keep (the reply's string), and completion, release and renewal handed to
+// script_calls.* — fenced by the claim record in Lua scripts, or a store
+// within the claim's lease, kept and tried again after a lost connection or
+// a transient error until they land. One store, and so one connection (or
+// one per cluster node), per worker per configured Redis deployment.
 #pragma once
 
 #include "../conf.hpp"
+#include "../store.hpp"
 
 namespace idem::redis {
 

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "../key.hpp"
+
 namespace idem::redis {
 namespace {
 
@@ -98,6 +100,27 @@ char* resp_write(char* out, int argc, const char* const* argv, const std::size_t
         *out++ = '\n';
     }
     return out;
+}
+
+CommandTrace trace_command(int argc, const char* const* argv, const std::size_t* argv_len) noexcept
+{
+    constexpr std::size_t shown = 8;
+    if (argc < 1) {
+        return {};
+    }
+    std::string_view name{argv[0], argv_len[0]};
+    int key_at = name == "SET" || name == "PEXPIRETIME" ? 1 : name == "EVALSHA" || name == "EVAL" ? 3 : 0;
+    if (key_at == 0 || key_at >= argc || argv_len[key_at] < key_hash_hex_length) {
+        return {name, {}};
+    }
+    // A store key ends with the hex of its hash (key.hpp).
+    std::string_view hash{argv[key_at] + argv_len[key_at] - key_hash_hex_length, key_hash_hex_length};
+    for (char c : hash) {
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return {name, {}};
+        }
+    }
+    return {name, hash.substr(0, shown)};
 }
 
 }  // namespace idem::redis

@@ -78,13 +78,12 @@ std::uint64_t renewing_max_delay_ms(std::uint64_t lock_ttl_ms) noexcept
 
 bool Retry::next(std::uint64_t now, std::uint64_t window, std::uint64_t max_delay, std::uint64_t& wait) noexcept
 {
-    if (failures++ == 0) {
+    bool first = failures++ == 0;
+    if (first) {
         started = now;
         deadline = now + window;
-        delay = retry_first_delay_ms;
-    } else {
-        delay = std::min(delay * 2, retry_max_delay_ms);
     }
+    delay = retry_backoff.after(first ? 0 : delay);
     if (now >= deadline) {
         return false;
     }

@@ -1,11 +1,14 @@
 // redis/retry.hpp — what the Redis store does when a command it owes Redis
 // (storing a response, releasing a key, renewing a claim) fails for now:
 // which error replies mean "not now" rather than "never", how long to wait
-// before the next attempt, and for how long to keep trying. Pure.
+// before the next attempt (the module's one backoff, timing.hpp), and for
+// how long to keep trying. Pure.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
+
+#include "../timing.hpp"
 
 namespace idem::redis {
 
@@ -22,6 +25,7 @@ bool is_out_of_memory(std::string_view error) noexcept;
 
 constexpr std::uint64_t retry_first_delay_ms = 100;
 constexpr std::uint64_t retry_max_delay_ms = 1000;
+constexpr Backoff retry_backoff{retry_first_delay_ms, retry_max_delay_ms};
 // A response is tried for idempotency_lock_ttl, and never less than this:
 // about what a lost connection was always given.
 constexpr std::uint64_t store_retry_floor_ms = 20000;

@@ -15,8 +15,8 @@ namespace {
 class SingleRouter final : public Router {
 public:
     SingleRouter(const RedisServer& server, ngx_log_t* log) noexcept
-        : conn_(server.name, addresses_of(server.urls[0]), server.auth, log, false, true,
-                tls_target(server, view(server.urls[0].host)))
+        : conn_(server.name, addresses_of(server.urls[0]), server.auth, log,
+                ConnectionOptions::data_node_at(tls_target(server, view(server.urls[0].host))))
     {
     }
 

@@ -2,7 +2,9 @@
 // sends names exactly one key; a router picks the connection for it: the
 // one server, the cluster node that serves the key's slot (following MOVED
 // and ASK), or the master Sentinel names (following failovers). Routers own
-// their connections; none of them blocks.
+// their connections; none of them blocks. What the cluster and Sentinel
+// routers share: a command's own copy of its words, and how often it may be
+// sent elsewhere.
 #pragma once
 
 #include <new>
@@ -58,6 +60,10 @@ Router* start_router(const RedisServer& server, ngx_log_t* log) noexcept
 // ASK, READONLY, or once the master is known).
 
 constexpr int max_command_args = 8;
+// How many times one command is sent elsewhere (MOVED or ASK in a cluster,
+// READONLY from what Sentinel named the master) before it gets the reply it
+// has.
+constexpr int max_redirects = 5;
 
 struct OwnedCommand {
     OwnedCommand* next;   // in a router's waiting list
@@ -65,7 +71,7 @@ struct OwnedCommand {
     void* data;
     void* router;
     unsigned target;  // the router's index of where it was sent
-    int redirects;
+    int redirects;         // times sent elsewhere so far (max_redirects)
     bool queue_while_down;
     Late late;
     OwnedArgs<1 + max_command_args> args;  // the key, then the command's arguments

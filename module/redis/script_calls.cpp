@@ -5,6 +5,7 @@
 #include <hiredis/hiredis.h>
 
 #include <cstring>
+#include <utility>
 
 #include "../conf.hpp"
 #include "../metrics.hpp"
@@ -12,6 +13,28 @@
 #include "replies.hpp"
 
 namespace idem::redis {
+namespace {
+
+// An exiting worker tries what it owes Redis until worker_shutdown_timeout
+// (counted from when it is first seen exiting), when that is set; past it,
+// true.
+bool past_exit_deadline() noexcept
+{
+    static ngx_msec_t deadline = 0;
+    if (!ngx_exiting && !ngx_quit) {
+        return false;
+    }
+    auto* ccf = reinterpret_cast<ngx_core_conf_t*>(ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module));
+    if (ccf == nullptr || ccf->shutdown_timeout == 0 || ccf->shutdown_timeout == NGX_CONF_UNSET_MSEC) {
+        return false;
+    }
+    if (deadline == 0) {
+        deadline = ngx_current_msec + ccf->shutdown_timeout;
+    }
+    return ngx_current_msec >= deadline;
+}
+
+}  // namespace
 
 ScriptCalls::~ScriptCalls()
 {
@@ -31,24 +54,40 @@ void ScriptCalls::renew(std::string_view key, std::string_view claim, std::uint6
 }
 
 void ScriptCalls::call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
-                       Lease* lease, char* take) noexcept
+                       Lease* lease) noexcept
 {
     if (closing_) {
-        ngx_free(take);
         return;  // worker exit: nothing new is sent
     }
-    std::string_view copied[max_script_args];
-    for (int i = 0; i < argc && i < max_script_args; i++) {
-        copied[i] = take != nullptr && i == 2 ? std::string_view{} : args[i];
+    start(new_with_args<ScriptCall>(args, argc, log_), script, role, lock_ttl_ms, lease);
+}
+
+void ScriptCalls::store(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
+                        std::uint64_t lock_ttl_ms, Lease* lease) noexcept
+{
+    if (closing_) {
+        return;  // worker exit: nothing new is sent
     }
-    auto* call = new_with_args<ScriptCall>(copied, argc, log_);
-    if (call != nullptr && take != nullptr) {
-        call->args.arg[2] = args[2].data();  // taken over, not copied
-        call->args.len[2] = args[2].size();
-        call->taken = take;
+    char ttl[NGX_INT64_LEN];
+    size_t ttl_len = decimal(ttl_ms, ttl);
+    bool keep = record.owns();  // kept as it is, not copied
+    std::string_view args[] = {key, claim, {}, {ttl, ttl_len}};
+    if (!keep) {
+        args[store_record_arg] = record.view();
     }
+    auto* call = new_with_args<ScriptCall>(args, 4, log_);
+    if (call != nullptr && keep) {
+        call->args.arg[store_record_arg] = record.view().data();
+        call->args.len[store_record_arg] = record.view().size();
+        call->record = std::move(record);
+    }
+    start(call, complete_script, Role::store, lock_ttl_ms, lease);
+}
+
+// Links a new call (nullptr: out of memory) in and sends it.
+void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64_t lock_ttl_ms, Lease* lease) noexcept
+{
     if (call == nullptr) {
-        ngx_free(take);
         ngx_log_error(NGX_LOG_ERR, log_, 0, "idempotency: out of memory, cannot %s", script.purpose);
         if (owed(role)) {
             count(role == Role::release ? Counter::abandoned_releases : Counter::abandoned_stores);
@@ -269,8 +308,7 @@ void ScriptCalls::finish(ScriptCall* call) noexcept
         call->next->prev = call->prev;
     }
     drop_lease(call->lease);
-    ngx_free(call->taken);
-    ngx_free(call);
+    delete_with_args(call);  // and the record it kept
 }
 
 void ScriptCalls::leased_stored(ScriptCall* store, const redisReply* reply) noexcept

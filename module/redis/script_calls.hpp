@@ -15,6 +15,7 @@
 
 #include "../lease.hpp"
 #include "../owned_args.hpp"
+#include "../record_bytes.hpp"
 #include "resp.hpp"
 #include "retry.hpp"
 #include "router.hpp"
@@ -61,9 +62,12 @@ struct ScriptCall {
     bool leased;     // the attempt in flight is a store within the claim's lease (chosen as it left)
     bool kept;       // a store refused for memory: its claim is kept for idempotency_ttl
     Lease* lease;    // a store's or a renewal's claim lease (held), nullptr: none
-    char* taken;     // the memory args[2] lies in, taken over from the caller; nullptr: copied
-    OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV
+    RecordBytes record;  // a store's record when it was handed over: args[store_record_arg] views it
+    OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV (copies, but for a record handed over)
 };
+
+// A store's arguments: KEYS[1] = key, ARGV = claim, record, ttl.
+constexpr int store_record_arg = 2;
 
 // `n` in decimal at `out` (room for NGX_INT64_LEN); its length.
 inline size_t decimal(std::uint64_t n, char* out) noexcept
@@ -85,17 +89,21 @@ public:
     // Worker exit: nothing new is sent, and what comes back is abandoned.
     void close() noexcept { closing_ = true; }
 
-    // Sends `script` with KEYS[1] = args[0] and ARGV = the rest (copied,
-    // but for args[2] when `take` is the ngx_alloc'd memory it lies in: taken
-    // over, freed when the call is done); `lease`: a store's first attempt
-    // goes unfenced if it leaves while that holds, a renewal that finds the
-    // claim gone revokes it.
+    // Sends `script` with KEYS[1] = args[0] and ARGV = the rest (copied);
+    // `lease`: a renewal that finds the claim gone revokes it.
     void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
-              Lease* lease = nullptr, char* take = nullptr) noexcept;
+              Lease* lease = nullptr) noexcept;
+    // Stores a response's `record` under `key` for ttl_ms, fenced by
+    // `claim`: record bytes it owns the call keeps (freed when it is done),
+    // borrowed ones it copies. Its first attempt goes unfenced if it leaves
+    // while `lease` holds.
+    void store(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
+               std::uint64_t lock_ttl_ms, Lease* lease) noexcept;
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
                Lease* lease = nullptr) noexcept;
 
 private:
+    void start(ScriptCall* call, Script& script, Role role, std::uint64_t lock_ttl_ms, Lease* lease) noexcept;
     static std::string_view key_of(const ScriptCall* call) noexcept { return call->args[0]; }
     void send(ScriptCall* call) noexcept;
     static int script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept;

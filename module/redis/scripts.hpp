@@ -1,6 +1,6 @@
-// redis/scripts.hpp — the Lua scripts that store, release and renew a
-// claim on Redis, fenced by the claim record (redis_store.cpp sends them by
-// EVALSHA, and as EVAL after NOSCRIPT).
+// redis/scripts.hpp — the Lua scripts that store, release, renew and put
+// back a claim on Redis, fenced by the claim record, and their SHA-1s
+// (script_calls.cpp sends them by EVALSHA, and as EVAL after NOSCRIPT).
 #pragma once
 
 #include <string_view>

@@ -3,8 +3,10 @@
 // (SENTINEL get-master-addr-by-name), asked of one sentinel after another.
 // The master is asked for again when its connection fails and when it
 // answers READONLY (it was demoted by a failover); a command that met
-// READONLY was not run, so it waits for the new master and goes there.
-// Commands that arrive while the master is being looked up wait for it.
+// READONLY was not run, so it waits for the new master and goes there (up
+// to max_redirects times, router.hpp). Commands that arrive while the
+// master is being looked up wait for it; a lookup that fails is tried again
+// after a backoff (timing.hpp).
 
 #include <hiredis/hiredis.h>
 
@@ -12,6 +14,7 @@
 #include <new>
 
 #include "../conf.hpp"
+#include "../timing.hpp"
 #include "router.hpp"
 #include "tls_conf.hpp"
 
@@ -20,9 +23,7 @@ namespace {
 
 constexpr unsigned max_sentinels = 16;
 constexpr unsigned max_waiting = 4096;
-constexpr int max_redirects = 5;
-constexpr ngx_msec_t first_retry = 100;
-constexpr ngx_msec_t max_retry = 1000;
+constexpr Backoff lookup_backoff{100, 1000};  // ms, between failed lookups of the master
 constexpr unsigned max_stale_lookups = 50;  // about 5 s of a master answering READONLY
 
 class SentinelRouter final : public Router {
@@ -37,7 +38,7 @@ public:
         for (ngx_uint_t i = 0; i < server_.nurls && i < max_sentinels; i++) {
             const ngx_url_t& url = server_.urls[i];
             sentinels_[i] = new (std::nothrow) Connection(url.url, addresses_of(url), server_.sentinel_auth, log_,
-                                                          false, false, tls_target(server_, view(url.host)));
+                                                          ConnectionOptions::sentinel_at(tls_target(server_, view(url.host))));
             if (sentinels_[i] == nullptr) {
                 return false;
             }
@@ -88,9 +89,7 @@ public:
 
     void set_timeout(ngx_msec_t timeout) noexcept override
     {
-        if (timeout_ == 0 || timeout < timeout_) {
-            timeout_ = timeout;
-        }
+        timeout_ = static_cast<ngx_msec_t>(shortest_timeout(timeout_, timeout));
         for (unsigned i = 0; i < sentinel_count_; i++) {
             sentinels_[i]->set_timeout(timeout_);
         }
@@ -217,7 +216,7 @@ private:
         if (!self->use_master(e) && self->stale_ && self->stale_lookups_++ < max_stale_lookups) {
             // Still named master but answering READONLY: the failover is
             // under way. What met READONLY waits; ask again shortly.
-            self->retry_at_ = ngx_current_msec + first_retry;
+            self->retry_at_ = ngx_current_msec + static_cast<ngx_msec_t>(lookup_backoff.first);
             self->request_lookup();
             return;
         }
@@ -236,7 +235,8 @@ private:
             free_endpoint(e);
             return false;
         }
-        Connection* conn = new (std::nothrow) Connection(e->name, one_address(e->addr), server_.auth, log_, false, true, tls_target(server_));
+        Connection* conn = new (std::nothrow) Connection(e->name, one_address(e->addr), server_.auth, log_,
+                                                         ConnectionOptions::data_node_at(tls_target(server_)));
         if (conn == nullptr) {
             free_endpoint(e);
             return false;
@@ -275,8 +275,10 @@ private:
                           &server_.master_name, why);
         }
         lookup_failed_ = true;
-        backoff_ = backoff_ ? ngx_min(backoff_ * 2, max_retry) : first_retry;
+        backoff_ = static_cast<ngx_msec_t>(lookup_backoff.after(backoff_));
         retry_at_ = ngx_current_msec + backoff_;
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis Sentinel: master \"%V\" looked up again in %M ms "
+                       "at the earliest", &server_.master_name, backoff_);
         settle_waiting(master_);  // the last master known, if any: waiting longer would not help
     }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "../log_limit.hpp"
 #include "../metrics.hpp"
@@ -64,11 +65,11 @@ public:
     }
 
     // Under the mutex the fence costs nothing: no lease needed.
-    void complete(std::string_view key, std::string_view claim, std::string_view record,
-                  std::uint64_t ttl_ms, std::uint64_t, Lease*, char* take) noexcept override
+    // The record is copied into the zone (and freed here when it was handed over).
+    void complete(std::string_view key, std::string_view claim, RecordBytes record,
+                  std::uint64_t ttl_ms, std::uint64_t, Lease*) noexcept override
     {
-        store(key, claim, record, ttl_ms);
-        ngx_free(take);  // copied into the zone
+        store(key, claim, record.view(), ttl_ms);
     }
 
     void store(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms) noexcept
@@ -285,8 +286,8 @@ private:
     }
 
     // Claims `key` if it is free (or its record expired), else copies out
-    // the record found (ngx_alloc'd, for the caller to free).
-    Claimed take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, std::string_view& found) noexcept
+    // the record found (ngx_alloc'd, owned by `found`).
+    Claimed take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, RecordBytes& found) noexcept
     {
         ngx_rbtree_key_t hash = hash_of(key);
         lock(Section::claim);
@@ -299,7 +300,7 @@ private:
                 result = Claimed::no_memory;
             } else {
                 std::memcpy(copy, value_of(n).data(), n->value_len);
-                found = {copy, n->value_len};
+                found = RecordBytes::owned(copy, {copy, n->value_len});
                 result = Claimed::found;
             }
         } else if (insert(key, hash, claim, now, now + lock_ttl_ms) == nullptr) {
@@ -315,7 +316,7 @@ private:
     {
         auto* op = static_cast<PendingOp*>(ev->data);
         auto* self = static_cast<ZoneStore*>(op->store);
-        std::string_view found;
+        RecordBytes found;
 
         switch (self->take(op->key(), op->claim(), op->lock_ttl_ms, found)) {
         case Claimed::granted:
@@ -336,12 +337,9 @@ private:
                           &self->shm_->shm.name);
             op->waiter.answer(Outcome::unavailable);
             break;
-        case Claimed::found: {
-            char* copy = const_cast<char*>(found.data());  // the request may keep it
-            op->waiter.answer_found(op->key(), found, ngx_cycle->log, &copy);
-            ngx_free(copy);
+        case Claimed::found:
+            op->waiter.answer_found(op->key(), std::move(found), ngx_cycle->log);  // the request may keep it
             break;
-        }
         }
         ngx_free(op);
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../conf.hpp"
+#include "../store.hpp"
 
 namespace idem::zone {
 
