@@ -40,7 +40,8 @@
 #                        scenario_end asserts that no sanitizer report was
 #                        written and prints the scenario's figures
 #                        (requests, executions, duplicates, answers, notes,
-#                        duration); a failed scenario keeps the temp dir
+#                        duration); a failed scenario (or a file that
+#                        died) keeps the temp dir
 #   check($sc, $ok, $name, $why)
 #                        one assertion ("$id: $name"); $why printed when it
 #                        fails
@@ -281,6 +282,10 @@ sub scenario_end {
     say_(sprintf '  duration %.1f s: %s', $sc->{duration}, $sc->{ok} ? 'PASS' : 'FAIL');
     Idem::Proc::keep(1) unless $sc->{ok};     # the logs, for a look
 }
+
+# A file that failed or died keeps its temp dir too (runs before
+# Idem::Proc's cleanup: END blocks run last defined first).
+END { Idem::Proc::keep(1) if $? || !Test::More->builder->is_passing }
 
 # ---------------------------------------------------------------- clients
 
