@@ -24,7 +24,7 @@ my $ng = Idem::Stress::gateway('s4', workers => 2);
 my @keys = map { { path => "/s4/k$_", key => "s4-key-$_", body => "{\"order\":$_}", query => '?sleep=0.2' } }
     1 .. $KEYS;
 my ($phase, $phase_at, $old, $new) = (0, 0, $ng->{pid}, undef);
-my ($why_stuck, @events);
+my (%stuck, @events);    # %stuck: a step that did not come, by step
 my $t_start = time;
 my $ev = sub { push @events, sprintf('%.2fs: %s', time - $t_start, $_[0]); Idem::Stress::note($events[-1]) };
 my $on_tick = sub {
@@ -49,7 +49,7 @@ my $on_tick = sub {
             kill 'WINCH', $old;
             ($phase, $phase_at) = (2, $now);
         } elsif ($now - $phase_at > 15) {
-            ($why_stuck, $phase) = ('no new master with workers within 15 s of USR2', 9);
+            ($stuck{usr2}, $phase) = ('no new master with workers within 15 s of USR2', 9);
         }
     } elsif ($phase == 2) {
         my @old_workers = Idem::Nginx::workers_of($old);
@@ -58,7 +58,7 @@ my $on_tick = sub {
             kill 'QUIT', $old;
             ($phase, $phase_at) = (3, $now);
         } elsif ($now - $phase_at > 20) {
-            ($why_stuck, $phase) = ("old workers (@old_workers) still running 20 s after WINCH", 9);
+            ($stuck{winch}, $phase) = ("old workers (@old_workers) still running 20 s after WINCH", 9);
         }
     } elsif ($phase == 3) {
         if (!Idem::Proc::running($old)) {
@@ -66,7 +66,7 @@ my $on_tick = sub {
             Idem::Proc::forget($old);
             $phase = 4;
         } elsif ($now - $phase_at > 15) {
-            ($why_stuck, $phase) = ("old master $old still running 15 s after QUIT", 9);
+            ($stuck{quit}, $phase) = ("old master $old still running 15 s after QUIT", 9);
         }
     }
     return $phase > 0 && $phase < 4;
@@ -74,8 +74,10 @@ my $on_tick = sub {
 my $st = Idem::Stress::keyed_load(sc => $sc, keys => \@keys, port => $ng->{port}, on_tick => $on_tick,
                                   max_attempts => 60, key_time => 60, time_limit => 90);
 Idem::Stress::check($sc, $st->{completed}, 'the load finished in time', 'the load did not finish in time');
-Idem::Stress::check($sc, $phase == 4, 'the upgrade completed (new master, old workers and master gone)',
-                    "the upgrade did not complete (phase $phase)" . ($why_stuck ? ": $why_stuck" : ''));
+Idem::Stress::check($sc, !$stuck{usr2}, 'a new master with its workers within 15 s of USR2', $stuck{usr2});
+Idem::Stress::check($sc, !$stuck{winch}, 'the old workers gone within 20 s of WINCH', $stuck{winch});
+Idem::Stress::check($sc, !$stuck{quit}, 'the old master gone within 15 s of QUIT', $stuck{quit});
+Idem::Stress::check($sc, $phase == 4, 'the upgrade completed during the load', "the upgrade did not complete (phase $phase)");
 Idem::Stress::note(sprintf 'load: %d keys answered 2xx, %d gave up, %d attempts (%d retries)',
                    $st->{done}, $st->{gave_up}, $st->{attempts}, $st->{retries});
 my @gave_up = grep { !$_->{final} || ($_->{final}{status} // 0) !~ /^2/ } @keys;

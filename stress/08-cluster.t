@@ -29,7 +29,7 @@ my $SLOTS = Idem::Stress::scaled(1000, 100);
 
 Idem::Stress::setup();
 my $tmp = Idem::Stress::tmpdir();
-my (@failover_problems, @reshard_problems);
+my %problem;    # what went wrong during the load, by check
 
 my $sc = Idem::Stress::scenario_begin(8, "$KEYS keys through a Redis Cluster (3 masters, 3 replicas) while a master "
                            . "fails over and then $SLOTS slots are resharded");
@@ -62,7 +62,7 @@ my $on_tick = sub {
         ($promoted) = grep { !$nodes->{$_}{master} && $nodes->{$_}{master_id} eq $nodes->{$third}{id} } keys %$nodes;
         $to_slots = $nodes->{$to}{slots};
         eval { Idem::Redis::redis_command_at($promoted, 'CLUSTER', 'FAILOVER'); 1 }
-                or push @failover_problems, "CLUSTER FAILOVER on $promoted: $@";
+                or $problem{takeover} = "CLUSTER FAILOVER on $promoted: $@";
         $failover_at = $now;
         $event->("CLUSTER FAILOVER on $promoted (the replica of $third) after $progress answers");
     }
@@ -80,10 +80,10 @@ my $on_tick = sub {
             $event->(sprintf 'every node agrees: %d master, %d its replica, cluster_state:ok; %.2f s after CLUSTER FAILOVER',
                      $promoted, $third, $now - $failover_at);
         } elsif (!$took_over && $now - $failover_at > 20) {
-            push @failover_problems, "the replica $promoted did not take over within 20 s";
+            $problem{takeover} = "the replica $promoted did not take over within 20 s";
             $failed_over = $resharded = 1;
         } elsif ($now - $failover_at > SETTLE_TIMEOUT) {
-            push @failover_problems, "the failover did not settle within ${\ SETTLE_TIMEOUT } s: $why";
+            $problem{settle} = "the failover did not settle within ${\ SETTLE_TIMEOUT } s: $why";
             $failed_over = $resharded = 1;
         } elsif ($why ne ($unsettled // '')) {
             Idem::Stress::vnote("not settled: $why");
@@ -100,7 +100,7 @@ my $on_tick = sub {
         if (Idem::Proc::running($reshard_pid)) {
             return 1 if $now - $reshard_first <= RESHARD_TIME;
             Idem::Proc::stop_pid($reshard_pid, 'TERM');
-            push @reshard_problems, "redis-cli --cluster reshard ran past ${\ RESHARD_TIME } s; see $log";
+            $problem{reshard_time} = "redis-cli --cluster reshard ran past ${\ RESHARD_TIME } s; see $log";
             $resharded = 1;
             return 0;
         }
@@ -111,7 +111,7 @@ my $on_tick = sub {
         if ($status == 0) {
             $resharded = 1;
             $event->(sprintf 'resharding done in %.2f s (%s slots moved)', $now - $reshard_at, $moved);
-            push @reshard_problems, "$moved slots moved from $from to $to, not $SLOTS" if $moved ne $SLOTS;
+            $problem{slots} = "$moved slots moved from $from to $to, not $SLOTS" if $moved ne $SLOTS;
             return 0;
         }
         my $err = 'no error message';
@@ -122,7 +122,7 @@ my $on_tick = sub {
         $event->(sprintf 'redis-cli --cluster reshard refused after %.2f s (exit status %s, %s slots moved): %s',
                  $now - $reshard_at, $status, $moved, $err);
         if ($reshard_tries >= RESHARD_TRIES) {
-            push @reshard_problems, "redis-cli --cluster reshard refused $reshard_tries times; see $log";
+            $problem{refused} = "redis-cli --cluster reshard refused $reshard_tries times; see $log";
             $resharded = 1;
             return 0;
         }
@@ -136,7 +136,7 @@ my $on_tick = sub {
     $why = "$to does not answer CLUSTER NODES" if $why eq '' && !$nodes;
     if ($why ne '') {
         if ($now - $reshard_first > RESHARD_TIME) {
-            push @reshard_problems, "the cluster did not settle for another reshard within ${\ RESHARD_TIME } s: $why";
+            $problem{resettle} = "the cluster did not settle for another reshard within ${\ RESHARD_TIME } s: $why";
             $resharded = 1;
             return 0;
         }
@@ -165,8 +165,12 @@ my $st = Idem::Stress::keyed_load(sc => $sc, keys => \@keys, port => $ng->{port}
 Idem::Stress::check($sc, $st->{completed}, 'the load finished in time', 'the load did not finish in time');
 Idem::Stress::check($sc, $resharded && $failed_over, 'the failover and the reshard ran during the load',
                     'the load finished before the reshard and the failover did');
-Idem::Stress::check($sc, !@failover_problems, 'the replica took over and every node agreed', join('; ', @failover_problems));
-Idem::Stress::check($sc, !@reshard_problems, "$SLOTS slots moved", join('; ', @reshard_problems));
+Idem::Stress::check($sc, !$problem{takeover}, 'the replica took over within 20 s of CLUSTER FAILOVER', $problem{takeover});
+Idem::Stress::check($sc, !$problem{settle}, 'every node agreed on the failover within ' . SETTLE_TIMEOUT . ' s', $problem{settle});
+Idem::Stress::check($sc, !$problem{reshard_time}, 'the reshard ran within ' . RESHARD_TIME . ' s', $problem{reshard_time});
+Idem::Stress::check($sc, !$problem{refused}, 'the reshard was not refused ' . RESHARD_TRIES . ' times', $problem{refused});
+Idem::Stress::check($sc, !$problem{resettle}, 'the cluster settled between reshard runs', $problem{resettle});
+Idem::Stress::check($sc, !$problem{slots}, "$SLOTS slots moved", $problem{slots});
 Idem::Stress::note(sprintf 'load: %d keys answered 2xx, %d gave up, %d attempts (%d retries)',
      $st->{done}, $st->{gave_up}, $st->{attempts}, $st->{retries});
 Idem::Stress::tally_executions($sc, \@keys);
