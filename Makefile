@@ -158,11 +158,15 @@ run: deps $(MODULE)
 stop:
 	scripts/demo.sh stop
 
-# Stress and failure-injection scenarios (scripts/stress.pl): its own Redis,
+# Stress and failure-injection scenarios (stress/*.t, Test::More files run
+# by prove, on the fixtures of t/lib/Idem/): each file its own Redis,
 # upstream and nginx instances on free loopback ports (the concurrency case
-# also against the zone store); non-zero on a violation.
+# also against the zone store and Redis over TLS); non-zero on a violation.
+# STRESS_SCALE=0.2 for a quick run, STRESS_ASAN=1 against the ASan build,
+# STRESS_TESTS="stress/03-redis-outage.t" for some files only.
+STRESS_TESTS ?= stress
 stress: deps $(MODULE)
-	NGINX_BIN=$(NGINX_BIN) perl scripts/stress.pl
+	NGINX_BIN=$(NGINX_BIN) prove -v $(STRESS_TESTS)
 
 # The benchmark (scripts/bench.sh --growth --instructions): CPU per request
 # per process, throughput and latency of plain proxy vs. the module (new key,
