@@ -8,7 +8,10 @@
 # through and the retry gets the replay; the upstream ran once. The
 # upstream takes 1.2 s, so the claim (3 s) is renewed once while it works,
 # on a connection that stays up: Redis knows the renewal's script before
-# the store's connections start to drop.
+# the store's connections start to drop. TEST 2 starts with Redis's script
+# cache empty and no renewal before the store: the renewal ahead of each
+# attempt must not depend on a script Redis would have to load on a
+# connection that drops with the store.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
@@ -24,8 +27,9 @@ sub kind_of {
 }
 
 sub lost_connection_past_lock_ttl {
-    my ($uri, $key) = @_;
+    my ($uri, $key, $flush) = @_;
     (my $path = $uri) =~ s/\?.*//;
+    redis_command('SCRIPT', 'FLUSH') if $flush;
     redis_command('CONFIG', 'SET', 'client-query-buffer-limit', 1024 * 1024);
     Test::More::is(nginx_post($uri, $key), 201, "$key: the original is answered in full");
     Test::More::ok(IdempotencyTest::error_log_has('cannot store the response for', 5),
@@ -67,6 +71,31 @@ POST /lost/1?size=2000000&sleep=1.2
 x
 --- more_headers
 Idempotency-Key: lost-1
+--- error_code: 201
+--- response_headers
+Idempotent-Replayed: true
+X-Upstream-Execution: 1
+--- response_body_like: \A(?:[a-zA-Z0-9\n]{50000}){40}\z
+--- timeout: 20
+
+
+=== TEST 2: the same with Redis's script cache empty and no renewal before the store: the renewals ahead of each attempt still keep the claim
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_lock_ttl 3s;
+    idempotency_max_response_size 4m;
+    proxy_pass http://backend;
+}
+--- init
+main::lost_connection_past_lock_ttl('/lost/2?size=2000000', 'lost-2', 1);
+--- request
+POST /lost/2?size=2000000
+x
+--- more_headers
+Idempotency-Key: lost-2
 --- error_code: 201
 --- response_headers
 Idempotent-Replayed: true

@@ -99,6 +99,11 @@ void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64
     call->role = role;
     call->lock_ttl_ms = lock_ttl_ms;
     call->lease = hold_lease(lease);
+    // A keepalive goes ahead of a store sent again, on a connection that
+    // may drop with that store: as EVAL it needs no script Redis would
+    // first have to load (NOSCRIPT, then EVAL queued behind the store and
+    // lost with it), so the claim is renewed whatever the store meets.
+    call->with_body = role == Role::keepalive;
     // What is owed Redis keeps an exiting worker (reload, graceful
     // shutdown) alive until it lands or its window ends, no longer than
     // worker_shutdown_timeout when that is set (see failed()).
