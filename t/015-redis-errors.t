@@ -109,6 +109,9 @@ idempotency_redis 127.0.0.1:$TEST_NGINX_TRICKLE_PORT;
 --- config
 location / {
     idempotency on;
+    # the proxy hands on a few bytes a millisecond: on a loaded machine the
+    # handshake's INFO reply alone can take longer than the default 1 s
+    idempotency_redis_timeout 10s;
     proxy_pass http://backend;
 }
 --- request eval

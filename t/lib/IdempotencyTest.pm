@@ -385,8 +385,9 @@ sub start_in_flight {
     my ($uri, $key) = @_;
     (my $path = $uri) =~ s/\?.*//;
     my $before = upstream_count($path);
+    # Connection: close, so that reading its response ends with it
     my $sock = send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: $key\r\n"
-                            . "Content-Length: 1\r\n\r\nx");
+                            . "Connection: close\r\nContent-Length: 1\r\n\r\nx");
     wait_until(sub { upstream_count($path) > $before }, IO_TIMEOUT)
         or die "the original POST $uri never reached the upstream\n";
     return $sock;
