@@ -393,22 +393,30 @@ void capture_settle(RequestCtx* ctx) noexcept
     }
 }
 
+namespace {
+
+// Puts a filter point's two filters at the top of nginx's chains, keeping
+// what was there as the next ones.
+ngx_int_t install(ngx_http_output_header_filter_pt& next_header, ngx_http_output_header_filter_pt header,
+                  ngx_http_output_body_filter_pt& next_body, ngx_http_output_body_filter_pt body)
+{
+    next_header = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = header;
+    next_body = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = body;
+    return NGX_OK;
+}
+
+}  // namespace
+
 ngx_int_t capture_upper_init(ngx_conf_t*)
 {
-    upper_next_header_filter = ngx_http_top_header_filter;
-    ngx_http_top_header_filter = upper_header_filter;
-    upper_next_body_filter = ngx_http_top_body_filter;
-    ngx_http_top_body_filter = upper_body_filter;
-    return NGX_OK;
+    return install(upper_next_header_filter, upper_header_filter, upper_next_body_filter, upper_body_filter);
 }
 
 ngx_int_t capture_init(ngx_conf_t*)
 {
-    next_header_filter = ngx_http_top_header_filter;
-    ngx_http_top_header_filter = header_filter;
-    next_body_filter = ngx_http_top_body_filter;
-    ngx_http_top_body_filter = body_filter;
-    return NGX_OK;
+    return install(next_header_filter, header_filter, next_body_filter, body_filter);
 }
 
 }  // namespace idem

@@ -3,7 +3,8 @@
 // the pre-content handler, the replay's and the capture's filters (two filter
 // modules, placed apart in nginx's filter chain: see config) and the
 // per-worker Redis clients.
-// The request logic lives in access.cpp, capture.cpp and replay.cpp.
+// The request itself is handled in access.cpp (the pre-content handler),
+// claim.cpp, wait.cpp, capture.cpp, client_gone.cpp and replay.cpp.
 
 #include "access.hpp"
 #include "capture.hpp"

@@ -70,7 +70,9 @@ sub commands {
 sub lost_claim_then_another_stores {
     my ($port, $uri, $key, $other_body) = @_;
     my $rkey = IdempotencyTest::redis_key($key);
-    my $original = original($uri, $key, 'x', 1);
+    # the other request must claim, execute and store while the original's
+    # upstream works: 3 s leaves room for that on a loaded machine
+    my $original = original($uri, $key, 'x', 3);
     IdempotencyTest::redis_command_at($port, 'DEL', $rkey) or die "no claim under $rkey\n";
     Test::More::is(another($uri, $key, $other_body), 201, "$key: the other request executes");
     my $theirs = stored_response($port, $rkey) or die "$key: the other request's response was not stored\n";
