@@ -36,8 +36,7 @@ sub main::move_slot {
     my ($key) = @_;
     my ($from, $slot) = cluster_owner(redis_key($key));
     my ($to) = grep { $_ != $from } @masters;
-    my $id = redis_command_at($to, 'CLUSTER', 'MYID');
-    redis_command_at($_, 'CLUSTER', 'SETSLOT', $slot, 'NODE', $id) for @masters;
+    Idem::RedisCluster::give_slot($slot, $to, @masters);
     return ($from, $to);
 }
 
@@ -206,8 +205,7 @@ Test::More::ok($asks >= 3, "TEST 8: $from answered ASK for the claim, the store 
 # a migrating node answers ASK for the keys it no longer has
 my $on_from = eval { IdempotencyTest::redis_command_at($from, 'EXISTS', IdempotencyTest::redis_key('cluster-ask')) };
 Test::More::like($@, qr/\bASK $slot\b/, "TEST 8: the migrating node $from does not have the record");
-my $id = IdempotencyTest::redis_command_at($to, 'CLUSTER', 'MYID');
-IdempotencyTest::redis_command_at($_, 'CLUSTER', 'SETSLOT', $slot, 'NODE', $id) for @main::masters;
+Idem::RedisCluster::give_slot($slot, $to, @main::masters);
 Test::More::is(main::holders('cluster-ask'), $to, "TEST 8: the importing node $to has it");
 --- request
 POST /ask

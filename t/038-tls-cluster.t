@@ -90,8 +90,7 @@ my $status = IdempotencyTest::nginx_post('/cluster-tls/warm', 'tls-moved-warm');
 die "TEST 2: warm-up got $status\n" unless $status == 201;
 my ($from, $slot) = main::owner('tls-moved');
 my ($to) = grep { $_ != $from } map { $_->[0] } @main::pairs;
-my $id = IdempotencyTest::redis_command_at($to, 'CLUSTER', 'MYID');
-IdempotencyTest::redis_command_at($_->[0], 'CLUSTER', 'SETSLOT', $slot, 'NODE', $id) for @main::pairs;
+Idem::RedisCluster::give_slot($slot, $to, map { $_->[0] } @main::pairs);
 IdempotencyTest::wait_until(sub { (main::owner('tls-moved'))[0] == $to }, 10) or die "TEST 2: the slot did not move\n";
 @main::moved = ($from, $to, main::moved($from));
 --- request

@@ -22,6 +22,12 @@
 #                         TEST_NGINX_CLUSTER_TLS_PORT_n
 #   cluster_owner($key)   the port of the master serving $key's slot, and
 #                         the slot (asks TEST_NGINX_CLUSTER_PORT_1)
+#   give_slot($slot, $to, @masters)
+#                         hands slot $slot to the master on port $to on
+#                         every master of @masters: $to first, with a config
+#                         epoch above every other node's (BUMPEPOCH), so a
+#                         heartbeat of the old owner still in flight cannot
+#                         take the slot back; returns $to's node id
 #   cluster_nodes($port)  CLUSTER NODES as { port => { id, master (bool),
 #                         master_id, failed, flags, epoch, slots (count),
 #                         ranges, open (slots migrating or importing) } }
@@ -123,6 +129,15 @@ sub cluster_owner {
         return ($range->[2][1], $slot) if $slot >= $range->[0] && $slot <= $range->[1];
     }
     die "cluster_owner: slot $slot is not served\n";
+}
+
+sub give_slot {
+    my ($slot, $to, @masters) = @_;
+    my $id = redis_command_at($to, 'CLUSTER', 'MYID');
+    redis_command_at($to, 'CLUSTER', 'SETSLOT', $slot, 'NODE', $id);
+    redis_command_at($to, 'CLUSTER', 'BUMPEPOCH');
+    redis_command_at($_, 'CLUSTER', 'SETSLOT', $slot, 'NODE', $id) for grep { $_ ne $to } @masters;
+    return $id;
 }
 
 sub cluster_nodes {
