@@ -101,6 +101,13 @@ sub cont_worker {
     @stopped = grep { $_ != $pid } @stopped;
 }
 
+# The zone store "idem" guarding "location /" with @directives
+# (Idem::Blocks::idem_location), and GET /pid: the pid of the worker that
+# serves the connection.
+sub pid_location {
+    idem_location('idempotency_store zone=idem', @_) . location_conf('= /pid', 'return 200 $pid');
+}
+
 # Sleeps until $secs after $since.
 sub sleep_until {
     my ($since, $secs) = @_;
@@ -210,8 +217,7 @@ X-Upstream-Execution: 1
 --- http_config
 idempotency_zone zone=idem:1m;
 --- config eval
-main::idem_location('idempotency_store zone=idem', 'idempotency_lock_ttl 1s', 'idempotency_ttl 1h')
-. main::location_conf('= /pid', 'return 200 $pid')
+main::pid_location('idempotency_lock_ttl 1s', 'idempotency_ttl 1h')
 --- init
 my ($original, $pid) = main::in_flight('/e/4?sleep=1.6', 'e-4');
 my $started = Time::HiRes::time();
@@ -239,8 +245,7 @@ X-Upstream-Execution: 1
 --- http_config
 idempotency_zone zone=idem:1m;
 --- config eval
-main::idem_location('idempotency_store zone=idem', 'idempotency_lock_ttl 1500ms')
-. main::location_conf('= /pid', 'return 200 $pid')
+main::pid_location('idempotency_lock_ttl 1500ms')
 --- init
 my ($original, $pid) = main::in_flight('/e/5?sleep=1', 'e-5');
 my $killed = Time::HiRes::time();
@@ -279,8 +284,7 @@ exited on signal 9
 --- http_config
 idempotency_zone zone=idem:1m;
 --- config eval
-main::idem_location('idempotency_store zone=idem', 'idempotency_lock_ttl 1s')
-. main::location_conf('= /pid', 'return 200 $pid')
+main::pid_location('idempotency_lock_ttl 1s')
 --- init
 my ($original, $pid) = main::in_flight('/e/6?sleep=1', 'e-6');
 my $stopped = Time::HiRes::time();
@@ -371,8 +375,7 @@ Test::More::is(main::summary(main::http('/e/7?size=3000', "e-7-$n")), '201 new '
 --- http_config
 idempotency_zone zone=idem:1m;
 --- config eval
-main::idem_location('idempotency_store zone=idem', 'idempotency_lock_ttl 600ms')
-. main::location_conf('= /pid', 'return 200 $pid')
+main::pid_location('idempotency_lock_ttl 600ms')
 --- init
 # The original (worker A) stops; a retry on worker B takes the key over; A
 # goes on, renewing; then B stops. Its claim must expire: a third request
