@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf counted_location);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -26,15 +27,10 @@ idempotency_key_prefix idem:;
 idempotency_max_response_size 64k;
 idempotency_store_errors off;
 idempotency_fail_open off;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /other/ {
-    idempotency_redis unix:/nonexistent/redis.sock password=secret username=app;
-}
+--- config eval
+main::idem_location()
+. main::location_conf('/other/',
+                      'idempotency_redis unix:/nonexistent/redis.sock password=secret username=app')
 --- request
 POST /conf/1
 x
@@ -53,12 +49,9 @@ X-Upstream-Execution: 1
 === TEST 2: an unknown method in idempotency_methods
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_methods POST FROBNICATE;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_methods POST FROBNICATE',
+                    'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"FROBNICATE".*"idempotency_methods"/
@@ -67,23 +60,17 @@ qr/\[emerg\] .*"FROBNICATE".*"idempotency_methods"/
 === TEST 3: a bad size in idempotency_max_response_size
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_max_response_size 10q;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_max_response_size 10q',
+                    'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_max_response_size"/
 
 
 === TEST 4: idempotency on without idempotency_redis anywhere
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*\bidempotency\b.*"idempotency_redis"/
@@ -92,11 +79,8 @@ qr/\[emerg\] .*\bidempotency\b.*"idempotency_redis"/
 === TEST 5: an unknown idempotency_redis parameter
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT foo=1;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"foo=".*"idempotency_redis"/
@@ -105,11 +89,8 @@ qr/\[emerg\] .*"foo=".*"idempotency_redis"/
 === TEST 6: an invalid Redis address
 --- http_config
 idempotency_redis 127.0.0.1:99999;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"127\.0\.0\.1:99999".*"idempotency_redis"/
@@ -118,12 +99,8 @@ qr/\[emerg\] .*"127\.0\.0\.1:99999".*"idempotency_redis"/
 === TEST 7: idempotency_ttl 0
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_ttl 0;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_ttl 0', 'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_ttl"/
@@ -132,12 +109,9 @@ qr/\[emerg\] .*"idempotency_ttl"/
 === TEST 8: an invalid header name in idempotency_header
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_header "Idempotency Key";
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_header "Idempotency Key"',
+                    'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"Idempotency Key".*"idempotency_header"/
@@ -146,15 +120,8 @@ qr/\[emerg\] .*"Idempotency Key".*"idempotency_header"/
 === TEST 9: a Redis that is down at start-up is not a configuration error
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location()
 --- request eval
 ["POST /conf/9\nx", "GET /_count/conf/9"]
 --- more_headers
@@ -172,12 +139,9 @@ Idempotency-Key: conf-redis-down
 === TEST 10: idempotency_header with an underscore, which nginx drops from requests by default
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_header X_Request_Key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_header X_Request_Key',
+                    'proxy_pass http://backend')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_header" "X_Request_Key" has an underscore.*"underscores_in_headers on"/

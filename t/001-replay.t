@@ -5,6 +5,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -15,12 +16,8 @@ __DATA__
 === TEST 1: a retry replays the first response and the upstream runs once
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request eval
 ["POST /pay/1\n" . "amount=100", "POST /pay/1\n" . "amount=100", "POST /pay/1\n" . "amount=100"]
 --- more_headers
@@ -40,11 +37,8 @@ Idempotency-Key: k1
 === TEST 2: the stored body is replayed byte for byte, binary and large
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /pay/2?binary=1&size=300000\nx", "POST /pay/2?binary=1&size=300000\nx"]
 --- more_headers
@@ -61,12 +55,8 @@ my $body = substr(CORE::join('', map { chr } 0 .. 255) x 1200, 0, 300000);
 === TEST 3: a chunked upstream response is replayed with a Content-Length
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_http_version 1.1;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_http_version 1.1', 'proxy_pass http://backend')
 --- request eval
 ["POST /pay/3?chunked=1&size=5000\nx", "POST /pay/3?chunked=1&size=5000\nx"]
 --- more_headers
@@ -82,11 +72,8 @@ Idempotency-Key: chunked
 === TEST 4: repeated headers keep their order; Date and Server are fresh
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /pay/4?cookies=3&header=X-Trace:abc\nx", "POST /pay/4?cookies=3&header=X-Trace:abc\nx"]
 --- more_headers
@@ -101,11 +88,8 @@ Idempotency-Key: cookies
 === TEST 5: an empty 204 response is replayed
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /pay/5?status=204\nx", "POST /pay/5?status=204\nx"]
 --- more_headers
@@ -121,11 +105,8 @@ Idempotency-Key: empty
 === TEST 6: HTTP/1.0 clients get the replay too
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /pay/6 HTTP/1.0\nx", "POST /pay/6 HTTP/1.0\nx"]
 --- more_headers
@@ -141,16 +122,11 @@ Idempotency-Key: http10
 === TEST 7: other content handlers are captured too (return, reached through try_files)
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location = /stamp {
-    idempotency on;
-    add_header X-Status $idempotency_status always;
-    try_files /nonexistent @stamp;
-}
-location @stamp {
-    add_header X-Status $idempotency_status always;
-    return 200 "request $request_id\n";
-}
+--- config eval
+main::location_conf('= /stamp', 'idempotency on', 'add_header X-Status $idempotency_status always',
+                    'try_files /nonexistent @stamp')
+. main::location_conf('@stamp', 'add_header X-Status $idempotency_status always',
+                      'return 200 "request $request_id\\n"')
 --- request eval
 ["POST /stamp\nx", "POST /stamp\nx"]
 --- more_headers

@@ -5,22 +5,33 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location counted_location);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
+
+# Every block runs on the test Redis and logs no error; a block without a
+# --- config of its own guards "location /" (Idem::Blocks::idem_location).
+add_block_preprocessor(sub {
+    my $block = shift;
+    $block->set_value('http_config', 'idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;')
+        unless defined $block->http_config;
+    $block->set_value('config', idem_location()) unless defined $block->config;
+    $block->set_value('no_error_log', "[error]\n")
+        unless defined $block->no_error_log || defined $block->error_log;
+});
+
+# The answers to a key's first request and to its retry.
+our @NEW_REPLAYED = ("X-Idempotency-Status: new\nX-Upstream-Execution: 1",
+                     "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1");
+# A 400 problem document: status, type, title and detail.
+our $PROBLEM_400 = qr/\A\{(?=.*"status":400[,}])(?=.*"type":")(?=.*"title":")(?=.*"detail":").*\}\z/s;
+
 run_tests();
 
 __DATA__
 
 === TEST 1: a request without a key passes through and executes every time
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /key/1\nx", "POST /key/1\nx"]
 --- error_code eval
@@ -30,23 +41,11 @@ location / {
  "X-Idempotency-Status: missing\nX-Upstream-Execution: 2\n!Idempotent-Replayed"]
 --- response_body_like eval
 [qr/"execution":1,/, qr/"execution":2,/]
---- no_error_log
-[error]
 
 
 === TEST 2: idempotency_required on: no key is a 400 problem, not forwarded
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_required on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location('idempotency_required on')
 --- request eval
 ["POST /key/2\nx", "GET /_count/key/2"]
 --- error_code eval
@@ -54,23 +53,12 @@ location /_count/ {
 --- response_headers eval
 ["Content-Type: application/problem+json\nX-Idempotency-Status: missing", ""]
 --- response_body_like eval
-[qr/\A\{(?=.*"status":400[,}])(?=.*"type":")(?=.*"title":")(?=.*"detail":").*\}\z/s, qr/\A0\z/]
---- no_error_log
-[error]
+[$main::PROBLEM_400, qr/\A0\z/]
 
 
 === TEST 3: invalid keys get a 400 problem and are not forwarded
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location()
 --- request eval
 [("POST /key/3\nx") x 10, "GET /_count/key/3"]
 --- more_headers eval
@@ -92,21 +80,10 @@ location /_count/ {
 --- response_headers eval
 [("Content-Type: application/problem+json\nX-Idempotency-Status: invalid") x 10, ""]
 --- response_body_like eval
-[(qr/\A\{(?=.*"status":400[,}])(?=.*"type":")(?=.*"title":")(?=.*"detail":").*\}\z/s) x 10,
- qr/\A0\z/]
---- no_error_log
-[error]
+[($main::PROBLEM_400) x 10, qr/\A0\z/]
 
 
 === TEST 4: a 255-byte key is accepted, bare or quoted (the limit is after unquoting)
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /key/4\nx", "POST /key/4\nx"]
 --- more_headers eval
@@ -114,21 +91,10 @@ location / {
 --- error_code eval
 [201, 201]
 --- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
---- no_error_log
-[error]
+[@main::NEW_REPLAYED]
 
 
 === TEST 5: "abc" and abc name the same key; spaces are allowed inside the quotes
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /key/5\nx", "POST /key/5\nx", "POST /key/5b\nx", "POST /key/5b\nx"]
 --- more_headers eval
@@ -137,23 +103,10 @@ location / {
 --- error_code eval
 [201, 201, 201, 201]
 --- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
---- no_error_log
-[error]
+[(@main::NEW_REPLAYED) x 2]
 
 
 === TEST 6: escapes: "a\"b" is the bare a"b and "a\\b" the bare a\b
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /key/6\nx", "POST /key/6\nx", "POST /key/6b\nx", "POST /key/6b\nx"]
 --- more_headers eval
@@ -162,24 +115,12 @@ location / {
 --- error_code eval
 [201, 201, 201, 201]
 --- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
---- no_error_log
-[error]
+[(@main::NEW_REPLAYED) x 2]
 
 
 === TEST 7: idempotency_header PayPal-Request-Id reads the key from that header only
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_header PayPal-Request-Id;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_header PayPal-Request-Id')
 --- request eval
 ["POST /key/7\nx", "POST /key/7\nx", "POST /key/7b\nx", "POST /key/7b\nx"]
 --- more_headers eval
@@ -188,24 +129,14 @@ location / {
 --- error_code eval
 [201, 201, 201, 201]
 --- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1",
+[@main::NEW_REPLAYED,
  "X-Idempotency-Status: missing\nX-Upstream-Execution: 1\n!Idempotent-Replayed",
  "X-Idempotency-Status: missing\nX-Upstream-Execution: 2\n!Idempotent-Replayed"]
---- no_error_log
-[error]
 
 
 === TEST 8: idempotency_methods PUT protects PUT and leaves POST untouched
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_methods PUT;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_methods PUT')
 --- request eval
 ["PUT /key/8\nx", "PUT /key/8\nx", "POST /key/8b\nx", "POST /key/8b\nx"]
 --- more_headers eval
@@ -214,23 +145,12 @@ location / {
 --- error_code eval
 [201, 201, 201, 201]
 --- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1",
+[@main::NEW_REPLAYED,
  "!X-Idempotency-Status\nX-Upstream-Execution: 1\n!Idempotent-Replayed",
  "!X-Idempotency-Status\nX-Upstream-Execution: 2\n!Idempotent-Replayed"]
---- no_error_log
-[error]
 
 
 === TEST 9: the key header's name matches in any case
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /key/9\nx", "POST /key/9\nx"]
 --- more_headers eval
@@ -238,7 +158,4 @@ location / {
 --- error_code eval
 [201, 201]
 --- response_headers eval
-["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
- "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
---- no_error_log
-[error]
+[@main::NEW_REPLAYED]

@@ -9,6 +9,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location counted_location);
 use Test::Nginx::Socket 'no_plan';
 
 use IO::Select;
@@ -43,15 +44,8 @@ __DATA__
 === TEST 1: a duplicate of a request still in flight gets 409 with Retry-After
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location()
 --- init
 $main::original = IdempotencyTest::start_in_flight('/flight/1?sleep=2', 'flight-1');
 --- request eval
@@ -90,16 +84,8 @@ X-Upstream-Execution: 1
 === TEST 3: with idempotency_wait, the duplicate waits and gets the replay
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_wait 5s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location('idempotency_wait 5s')
 --- init
 $main::original = IdempotencyTest::start_in_flight('/flight/3?sleep=1', 'flight-3');
 --- request eval
@@ -119,13 +105,8 @@ $main::original = IdempotencyTest::start_in_flight('/flight/3?sleep=1', 'flight-
 === TEST 4: a duplicate that outwaits idempotency_wait gets 409
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_wait 300ms;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_wait 300ms')
 --- init
 close $main::original if $main::original;
 $main::original = IdempotencyTest::start_in_flight('/flight/4?sleep=1', 'flight-4');

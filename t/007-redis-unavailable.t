@@ -5,6 +5,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf counted_location);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -15,15 +16,8 @@ __DATA__
 === TEST 1: Redis unreachable: 503 problem with Retry-After, the upstream is not contacted
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location()
 --- request eval
 ["POST /down/1\nx", "GET /_count/down/1"]
 --- more_headers eval
@@ -39,13 +33,8 @@ location /_count/ {
 === TEST 2: idempotency_fail_open on: forwarded unprotected
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
---- config
-location / {
-    idempotency on;
-    idempotency_fail_open on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fail_open on')
 --- request eval
 ["POST /down/2\nx", "POST /down/2\nx"]
 --- more_headers
@@ -60,12 +49,8 @@ Idempotency-Key: down-2
 === TEST 3: idempotency_fail_open on: the forwarding is logged as a warning (at most once a second)
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
---- config
-location / {
-    idempotency on;
-    idempotency_fail_open on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_fail_open on', 'proxy_pass http://backend')
 --- request
 POST /down/logged
 x
@@ -79,15 +64,8 @@ qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
 === TEST 4: Redis answering an error: 503, not forwarded
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location()
 --- init
 # a list where the record should be: every command on it is a WRONGTYPE error
 IdempotencyTest::redis_command('RPUSH', IdempotencyTest::redis_key('down-3'), 'not a record');
@@ -106,16 +84,8 @@ IdempotencyTest::redis_command('RPUSH', IdempotencyTest::redis_key('down-3'), 'n
 === TEST 5: Redis slower than idempotency_redis_timeout: 503, not forwarded
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_redis_timeout 200ms;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location('idempotency_redis_timeout 200ms')
 --- init
 IdempotencyTest::redis_command('CLIENT', 'PAUSE', 1000, 'ALL');
 --- request eval
@@ -151,15 +121,8 @@ Idempotency-Key: slow-4
 === TEST 7: with Redis up, a request is protected as usual
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location()
 --- request
 POST /flap/6
 x

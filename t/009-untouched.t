@@ -5,6 +5,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -15,12 +16,8 @@ __DATA__
 === TEST 1: GET is not protected: the same key executes twice, $idempotency_status is empty
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request eval
 ["GET /u/1", "GET /u/1"]
 --- more_headers
@@ -62,19 +59,11 @@ Idempotency-Key: untouched-2
 === TEST 3: a subrequest is untouched: every mirror of a keyed POST executes
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    mirror /mirror;
-    proxy_pass http://backend;
-}
-location = /mirror {
-    internal;
-    idempotency on;
-    proxy_pass http://backend/mirrored$request_uri;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'mirror /mirror', 'proxy_pass http://backend')
+. main::location_conf('= /mirror', 'internal', 'idempotency on',
+                      'proxy_pass http://backend/mirrored$request_uri')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- request eval
 ["POST /u/3\nx", "POST /u/3\nx", "GET /_count/mirrored/u/3"]
 --- more_headers
@@ -92,13 +81,8 @@ Idempotency-Key: untouched-3
 === TEST 4: idempotency_scope: the same key of two tenants executes twice, each replays its own
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_scope $http_x_tenant;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_scope $http_x_tenant')
 --- request eval
 [("POST /u/4\nx") x 4]
 --- more_headers eval
@@ -120,13 +104,8 @@ location / {
 === TEST 5: idempotency_key_prefix names the module's Redis keys
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_key_prefix custom:;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_key_prefix custom:')
 --- request eval
 ["POST /u/5\nx", "POST /u/5\nx"]
 --- more_headers
@@ -162,13 +141,10 @@ X-Upstream-Execution: 1
 === TEST 7: scoped by Authorization: one caller's response never replays to another
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency       on;
-    idempotency_scope $http_authorization;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency       on', 'idempotency_scope $http_authorization',
+                    'add_header X-Idempotency-Status $idempotency_status always',
+                    'proxy_pass http://backend')
 --- request eval
 ["POST /scoped/7\namount=100", "POST /scoped/7\namount=100", "POST /scoped/7\namount=100",
  "POST /scoped/7\namount=100", "POST /scoped/7\namount=100"]

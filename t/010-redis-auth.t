@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -18,11 +19,8 @@ __DATA__
 === TEST 1: an ACL user with a password and db=3 stores and replays
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT db=3 username=gateway password=gateway-secret;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /auth/1\nx", "POST /auth/1\nx"]
 --- more_headers
@@ -43,11 +41,8 @@ my $in_db3 = IdempotencyTest::redis_command('EVAL', "redis.call('SELECT', 3) ret
 die "not stored in db 3\n" unless $in_db3 == 1;
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT db=3 username=gateway password=gateway-secret;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /auth/1
 x
@@ -61,11 +56,8 @@ Idempotent-Replayed: true
 === TEST 3: a wrong password is refused: logged, and the request gets 503
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=gateway password=wrong;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /auth/3
 x
@@ -85,11 +77,8 @@ refused the handshake: WRONGPASS
 pw-from-file-6172
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=from-file password_file=../html/redis.password;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /auth/4\nx", "POST /auth/4\nx"]
 --- more_headers
@@ -105,11 +94,8 @@ Idempotency-Key: auth-4
 === TEST 5: the password from the environment of the nginx that reads the configuration
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=from-env password_env=IDEMPOTENCY_TEST_REDIS_PASSWORD;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /auth/5\nx", "POST /auth/5\nx"]
 --- more_headers
@@ -125,11 +111,8 @@ Idempotency-Key: auth-5
 === TEST 6: an unset password_env variable is refused by nginx -t
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=from-env password_env=IDEMPOTENCY_TEST_UNSET_VARIABLE;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log
 the environment variable "IDEMPOTENCY_TEST_UNSET_VARIABLE" of password_env= is not set
@@ -138,11 +121,8 @@ the environment variable "IDEMPOTENCY_TEST_UNSET_VARIABLE" of password_env= is n
 === TEST 7: a wrong password is refused, and the refused password is not logged either
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT username=gateway password=wrong-pw-5517;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /auth/7
 x

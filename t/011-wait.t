@@ -5,6 +5,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -89,13 +90,8 @@ __DATA__
 our $original = IdempotencyTest::start_in_flight('/wait/1?sleep=1', 'wait-1');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_wait 5s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_wait 5s')
 --- request
 POST /wait/1?sleep=1
 x
@@ -117,13 +113,8 @@ is settled: its waiters look now
 our $original = IdempotencyTest::start_in_flight('/wait/2?sleep=3', 'wait-2');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_wait 300ms;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_wait 300ms')
 --- request
 POST /wait/2?sleep=3
 x
@@ -141,13 +132,8 @@ X-Idempotency-Status: conflict
 our $original = IdempotencyTest::start_in_flight('/wait/3?sleep=1&status=503', 'wait-3');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_wait 5s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_wait 5s')
 --- request
 POST /wait/3?sleep=1&status=503
 x
@@ -164,13 +150,8 @@ X-Idempotency-Status: released
 main::waiters_share_looks('/wait/4?sleep=2', 'wait-4', 20);
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_wait 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_wait 10s')
 --- request
 POST /wait/4?sleep=2
 x
@@ -188,13 +169,8 @@ X-Idempotency-Status: replayed
 main::waits_end_apart('/wait/5?sleep=2', 'wait-5');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_wait 1500ms;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_wait 1500ms')
 --- request
 POST /wait/5?sleep=2
 x
@@ -216,13 +192,10 @@ map $http_x_route $route {
     default backend;
     dead    127.0.0.1:1;
 }
---- config
-location / {
-    idempotency on;
-    idempotency_wait 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://$route;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_wait 10s',
+                    'add_header X-Idempotency-Status $idempotency_status always',
+                    'proxy_pass http://$route')
 --- request
 POST /wait/7?status=503
 x

@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 use Time::HiRes ();
 
@@ -17,14 +18,8 @@ __DATA__
 our $original = IdempotencyTest::start_in_flight('/renew/1?sleep=2', 'renew-1');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 500ms;
-    idempotency_wait 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 500ms', 'idempotency_wait 10s')
 --- request
 POST /renew/1?sleep=2
 x
@@ -48,12 +43,9 @@ my $kind = IdempotencyTest::stored_kind($key) // 'nothing';
 die "the claim was not renewed: found $kind\n" unless $kind eq 'claim';
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 500ms;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_lock_ttl 500ms',
+                    'proxy_pass http://backend')
 --- request
 POST /renew/2?sleep=3
 x

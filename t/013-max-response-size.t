@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -14,13 +15,8 @@ __DATA__
 === TEST 1: over the limit: delivered in full, then 410 for the retry
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_max_response_size 4k;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_max_response_size 4k')
 --- request eval
 ["POST /big/1?size=10000\nx", "POST /big/1?size=10000\nx", "GET /_count/big/1"]
 --- more_headers
@@ -40,14 +36,8 @@ Idempotency-Key: big-1
 === TEST 2: a chunked response of unknown length that grows past the limit
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_max_response_size 4k;
-    proxy_http_version 1.1;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_max_response_size 4k', 'proxy_http_version 1.1')
 --- request eval
 ["POST /big/2?size=9000&chunked=1\nx", "POST /big/2?size=9000&chunked=1\nx"]
 --- more_headers
@@ -63,12 +53,9 @@ Idempotency-Key: big-2
 === TEST 3: exactly at the limit is stored and replayed
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_max_response_size 4k;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_max_response_size 4k',
+                    'proxy_pass http://backend')
 --- request eval
 ["POST /big/3?size=4096\nx", "POST /big/3?size=4096\nx"]
 --- more_headers
@@ -82,12 +69,8 @@ Idempotency-Key: big-3
 === TEST 4: more than 100 response headers: delivered, not stored, the retry gets 410
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request eval
 ["POST /big/4?cookies=120\nx", "POST /big/4?cookies=120\nx"]
 --- more_headers
@@ -103,11 +86,8 @@ Idempotency-Key: big-4
 === TEST 5: 90 response headers are stored and replayed in order
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /big/5?cookies=90\nx", "POST /big/5?cookies=90\nx"]
 --- more_headers

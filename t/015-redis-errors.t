@@ -5,6 +5,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_TRICKLE_PORT} = start_trickle_proxy(redis_port());
@@ -20,14 +21,9 @@ IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction'
 IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', '1');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- request
 POST /err/1
 x
@@ -55,14 +51,9 @@ IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', '0');
 IdempotencyTest::redis_command('REPLICAOF', '127.0.0.1', '1');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- request
 POST /err/2
 x
@@ -86,11 +77,8 @@ IdempotencyTest::redis_command('REPLICAOF', 'NO', 'ONE');
 IdempotencyTest::redis_command('SCRIPT', 'FLUSH');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /err/3\nx", "POST /err/3\nx"]
 --- more_headers
@@ -106,14 +94,11 @@ Idempotency-Key: err-3
 === TEST 6: replies split across many reads are parsed as one
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TRICKLE_PORT;
---- config
-location / {
-    idempotency on;
-    # the proxy hands on a few bytes a millisecond: on a loaded machine the
-    # handshake's INFO reply alone can take longer than the default 1 s
-    idempotency_redis_timeout 10s;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on',
+                    '# the proxy hands on a few bytes a millisecond: on a loaded machine the',
+                    '# handshake\'s INFO reply alone can take longer than the default 1 s',
+                    'idempotency_redis_timeout 10s', 'proxy_pass http://backend')
 --- request eval
 ["POST /err/4?size=1500&cookies=2\nx", "POST /err/4?size=1500&cookies=2\nx"]
 --- more_headers
@@ -131,12 +116,9 @@ Idempotency-Key: err-4
 === TEST 7: a server announcing a huge array is refused at once, nothing allocated for it
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_HUGE_ARRAY_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_redis_timeout 5s;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_redis_timeout 5s',
+                    'proxy_pass http://backend')
 --- request
 POST /err/7
 x

@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf metered_location);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -14,14 +15,8 @@ __DATA__
 === TEST 1: counts by outcome after new, replayed, mismatch, missing and invalid requests
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::metered_location()
 --- request eval
 ["POST /m/1\nx", "POST /m/1\nx", "POST /m/1\ny", "POST /m/1\nx", "POST /m/1\nx", "GET /metrics"]
 --- more_headers eval
@@ -51,14 +46,8 @@ location = /metrics {
 === TEST 2: a request answered 503 because Redis is unreachable is counted as unavailable
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::metered_location()
 --- request eval
 ["POST /m/2\nx", "GET /metrics"]
 --- more_headers eval
@@ -70,10 +59,8 @@ location = /metrics {
 
 
 === TEST 3: only GET and HEAD
---- config
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::location_conf('= /metrics', 'idempotency_metrics')
 --- request
 POST /metrics
 x

@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -14,11 +15,8 @@ __DATA__
 === TEST 1: Redis up: a request goes through, nothing logged at error level
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /log/1
 x
@@ -66,11 +64,8 @@ qr/\[warn\] .*idempotency: Redis 127\.0\.0\.1:\d+ is reachable again/
 === TEST 4: the raw key and the body never appear above debug level, whatever happens
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /log/4
 BODY-MARKER-4711
@@ -87,11 +82,8 @@ qr/\[error\] .*idempotency/
 === TEST 5: the same for a replay and a mismatch (info lines name the hashed Redis key)
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /log/5\nBODY-MARKER-4712", "POST /log/5\nBODY-MARKER-4712", "POST /log/5\nother"]
 --- more_headers
@@ -106,11 +98,8 @@ Idempotency-Key: raw-key-SECRET-4712
 === TEST 6: a Redis whose maxmemory-policy can evict the module's keys is warned about, once per connection
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- init
 IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory-policy', 'volatile-lru');
 IdempotencyTest::nginx_post('/log/6a', 'evict-6a') == 201 or die "the first POST failed\n";
@@ -132,11 +121,8 @@ qr/\A[^\n]*has maxmemory-policy volatile-lru[^\n]*\n\z/
 IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /log/7
 x
@@ -151,11 +137,8 @@ maxmemory-policy
 --- log_level: debug
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /log/8
 trace-8
@@ -172,11 +155,8 @@ qr/\Aidempotency: claiming "idem:[0-9a-f]{64}"\nidempotency: claim of "idem:[0-9
 --- log_level: debug
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- init
 IdempotencyTest::nginx_post('/log/9', 'log-9') == 201 or die "the first POST failed\n";
 IdempotencyTest::wait_until(sub { (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('log-9')) // '') eq 'response' })

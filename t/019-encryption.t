@@ -6,6 +6,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -22,12 +23,9 @@ __DATA__
 === TEST 1: stored encrypted, replayed
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/old.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/old.key',
+                    'proxy_pass http://backend')
 --- request eval
 ["POST /enc/1?header=X-Card:4242424242424242\nx", "POST /enc/1?header=X-Card:4242424242424242\nx"]
 --- more_headers
@@ -58,13 +56,8 @@ substr($value, 30, 1) = chr(ord(substr($value, 30, 1)) ^ 1);
 IdempotencyTest::redis_command('SET', $rkey, $value);
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/old.key;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_encrypt_key ../html/old.key')
 --- request
 POST /enc/1?header=X-Card:4242424242424242
 x
@@ -85,12 +78,9 @@ my $src = IdempotencyTest::redis_key('enc-1');
 IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('enc-4'), IdempotencyTest::redis_command('GET', $src));
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/old.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/old.key',
+                    'proxy_pass http://backend')
 --- request
 POST /enc/1?header=X-Card:4242424242424242
 x
@@ -104,12 +94,9 @@ does not open
 === TEST 5: rotation, before: a record sealed with the old key
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/old.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/old.key',
+                    'proxy_pass http://backend')
 --- request
 POST /enc/5
 x
@@ -123,12 +110,10 @@ X-Upstream-Execution: 1
 === TEST 6: rotation, after: the new key comes first, the old one still opens the record
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/new.key ../html/old.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on',
+                    'idempotency_encrypt_key ../html/new.key ../html/old.key',
+                    'proxy_pass http://backend')
 --- request
 POST /enc/5
 x
@@ -143,12 +128,9 @@ Idempotent-Replayed: true
 === TEST 7: once the old key is dropped, its records no longer open: 410
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/new.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/new.key',
+                    'proxy_pass http://backend')
 --- request
 POST /enc/5
 x
@@ -162,11 +144,8 @@ sealed with a key that is not configured
 === TEST 8: a record stored before encryption was turned on ...
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /enc/8
 x
@@ -178,12 +157,9 @@ Idempotency-Key: enc-8
 === TEST 9: ... is refused once it is on: 410, never replayed unauthenticated
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/old.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/old.key',
+                    'proxy_pass http://backend')
 --- request
 POST /enc/8
 x
@@ -197,12 +173,9 @@ is not encrypted, as idempotency_encrypt_key requires
 === TEST 10: a key file of the wrong size is refused by nginx -t, naming the directive
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/short.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/short.key',
+                    'proxy_pass http://backend')
 --- must_die
 --- error_log
 "idempotency_encrypt_key":
@@ -212,12 +185,9 @@ must hold a 32-byte key
 === TEST 11: a missing key file is refused by nginx -t
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/absent.key;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/absent.key',
+                    'proxy_pass http://backend')
 --- must_die
 --- error_log
 "idempotency_encrypt_key": cannot open
@@ -226,15 +196,10 @@ location / {
 === TEST 12: an upstream that resets mid-body: the worker survives, the retry gets 410
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/old.key;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/old.key',
+                    'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- init
 my $sock = IdempotencyTest::send_request(
     "POST /enc/12?size=200000&reset=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
@@ -261,16 +226,10 @@ exited on signal
 === TEST 13: a read timeout after the headers: the worker survives, the retry gets 410
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_encrypt_key ../html/old.key;
-    proxy_read_timeout 300ms;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_encrypt_key ../html/old.key',
+                    'proxy_read_timeout 300ms', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- init
 my $sock = IdempotencyTest::send_request(
     "POST /enc/13?size=4000&trickle=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"

@@ -18,6 +18,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 use IO::Socket::INET;
@@ -87,14 +88,8 @@ __DATA__
 === TEST 1: a claim outlives its worker and expires after idempotency_lock_ttl
 --- http_config
 idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_lock_ttl 2s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_store zone=idem', 'idempotency_lock_ttl 2s')
 --- init
 $main::original = IdempotencyTest::start_in_flight('/z/12?sleep=1', 'z-12');
 my @old = IdempotencyTest::worker_pids();
@@ -130,16 +125,9 @@ exited on signal 9
 === TEST 3: a zone with no room for a response keeps the unreplayable marker: 410, never a second execution
 --- http_config
 idempotency_zone zone=tiny:32k;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=tiny;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::idem_location('idempotency_store zone=tiny')
+. main::location_conf('= /metrics', 'idempotency_metrics')
 --- request
 POST /z/14?size=60000
 x
@@ -169,24 +157,16 @@ qr/\[error\] .*idempotency: zone "tiny" is full: the response to "idem:[0-9a-f]{
 === TEST 5: a zone with no room for a claim: 503, or forwarded under idempotency_fail_open; live records stay
 --- http_config
 idempotency_zone zone=tiny:32k;
---- config
-location /fill/ {
-    idempotency on;
-    idempotency_store zone=tiny;
-    idempotency_ttl 1h;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /open/ {
-    idempotency on;
-    idempotency_store zone=tiny;
-    idempotency_fail_open on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::location_conf('/fill/', 'idempotency on', 'idempotency_store zone=tiny',
+                    'idempotency_ttl 1h',
+                    'add_header X-Idempotency-Status $idempotency_status always',
+                    'proxy_pass http://backend')
+. main::location_conf('/open/', 'idempotency on', 'idempotency_store zone=tiny',
+                      'idempotency_fail_open on',
+                      'add_header X-Idempotency-Status $idempotency_status always',
+                      'proxy_pass http://backend')
+. main::location_conf('= /metrics', 'idempotency_metrics')
 --- init
 main::fill_zone('/fill/z15?size=3000', 'z-15');
 --- request
@@ -236,13 +216,8 @@ qr/\[warn\] .*idempotency: store unavailable, forwarding requests unprotected/
 === TEST 8: records survive nginx -s reload
 --- http_config
 idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_store zone=idem')
 --- request
 POST /z/16
 x
@@ -285,10 +260,8 @@ server {
         proxy_pass http://backend;
     }
 }
---- config
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/_count/', 'proxy_pass http://backend')
 --- init
 my $port = $ENV{TEST_NGINX_SPREAD_PORT};
 my $before = IdempotencyTest::upstream_count('/z/18');
@@ -320,14 +293,8 @@ GET /_count/z/18
 ">>> zone.key\n$main::KEY_A\n"
 --- http_config
 idempotency_zone zone=idem:10m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_encrypt_key ../html/zone.key;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_store zone=idem', 'idempotency_encrypt_key ../html/zone.key')
 --- request eval
 ["POST /z/19\nx", "POST /z/19\nx"]
 --- more_headers

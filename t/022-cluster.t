@@ -5,6 +5,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 our @nodes = start_redis_cluster(3, 1);
@@ -64,12 +65,8 @@ __DATA__
 === TEST 1: a key is claimed, stored and replayed through the cluster
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_2;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request eval
 ["POST /cluster/1\nx", "POST /cluster/1\nx"]
 --- more_headers
@@ -103,11 +100,8 @@ X-Upstream-Execution: 1
 === TEST 3: keys go straight to their slot's master: 30 keys, no MOVED once the map is known
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_3;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- init
 $main::moved_total_before = main::sum(main::errors('MOVED'));
 --- request eval
@@ -286,11 +280,8 @@ X-Upstream-Execution: 1
 === TEST 12: nginx -t: Redis Cluster has only database 0
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1 db=2;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log
 "idempotency_redis_cluster": Redis Cluster has only database 0
@@ -299,11 +290,8 @@ location / {
 === TEST 13: nginx -t: cluster nodes are reached over TCP
 --- http_config
 idempotency_redis_cluster unix:/tmp/redis.sock;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log
 "idempotency_redis_cluster": cluster nodes are reached over TCP, not "unix:/tmp/redis.sock"
@@ -313,11 +301,8 @@ location / {
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log
 "idempotency_redis_cluster": a Redis store is already set for this level

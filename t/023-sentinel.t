@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 our ($sentinel, $first_master, $replica) = start_redis_sentinel();
@@ -16,12 +17,8 @@ __DATA__
 === TEST 1: the master named by the sentinel stores the response
 --- http_config
 idempotency_redis_sentinel mymaster 127.0.0.1:$TEST_NGINX_SENTINEL_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request
 POST /sentinel/1
 x
@@ -101,12 +98,8 @@ Idempotent-Replayed: true
 === TEST 6: no sentinel answers: 503, not forwarded
 --- http_config
 idempotency_redis_sentinel mymaster 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request
 POST /sentinel/none
 x
@@ -122,11 +115,8 @@ idempotency: Redis Sentinel: cannot find master "mymaster"
 === TEST 7: a master name the sentinel does not know: 503, and the log says so
 --- http_config
 idempotency_redis_sentinel othermaster 127.0.0.1:$TEST_NGINX_SENTINEL_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /sentinel/unknown
 x
@@ -140,11 +130,8 @@ cannot find master "othermaster": the sentinels do not name it
 === TEST 8: nginx -t: the master's name comes first, then at least one sentinel
 --- http_config
 idempotency_redis_sentinel mymaster password=x;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- must_die
 --- error_log
 "idempotency_redis_sentinel" needs at least one address

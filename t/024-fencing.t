@@ -14,9 +14,9 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
-use IO::Socket::INET;
 use Time::HiRes qw(time);
 
 start_redis_cluster(3);
@@ -26,31 +26,9 @@ workers(2);
 test_nginx_defaults();
 run_tests();
 
-sub connect_nginx {
-    my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => IdempotencyTest::nginx_port(),
-                                     Proto => 'tcp', Timeout => 10)
-        or die "cannot connect to nginx: $!\n";
-    return $sock;
-}
-
-sub post {
-    my ($sock, $uri, $key) = @_;
-    print {$sock} "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n"
-                  . "Content-Length: 1\r\n\r\nx";
-}
-
 # POSTs "x" to $uri with $key on a new connection and returns it once the
 # upstream has started on it.
-sub in_flight {
-    my ($uri, $key) = @_;
-    (my $path = $uri) =~ s/\?.*//;
-    my $before = IdempotencyTest::upstream_count($path);
-    my $sock = connect_nginx();
-    post($sock, $uri, $key);
-    IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count($path) > $before }, 10)
-        or die "POST $uri never reached the upstream\n";
-    return $sock;
-}
+sub in_flight { IdempotencyTest::start_in_flight(@_) }
 
 # Reads a response to the end of the connection: {status, headers (lower-case
 # names), body}.
@@ -74,18 +52,27 @@ sub cluster_port {
     return (IdempotencyTest::cluster_owner(IdempotencyTest::redis_key($key)))[0];
 }
 
-# The original's late store, on the Redis at $port: its client still gets
-# the response, the other claim stays.
-sub late_store {
-    my ($port, $uri, $key) = @_;
+# The original's late write, on the Redis at $port: a takeover while its
+# upstream works, then its client gets the upstream's $status, the refusal
+# is logged ($log), and the other gateway's claim stays ($stays says how).
+sub late_write {
+    my ($port, $uri, $key, $status, $log, $stays) = @_;
     my $rkey = IdempotencyTest::redis_key($key);
     my $original = in_flight($uri, $key);
     my $other = take_over($port, $rkey, 60000);
     my $res = read_response($original);
-    Test::More::is($res->{status}, 201, "$key: the original's client gets the upstream's response");
-    IdempotencyTest::error_log_has('could not store the response');
-    Test::More::ok(IdempotencyTest::redis_command_at($port, 'GET', $rkey) eq $other,
-                   "$key: the other gateway's claim stays, the late response is not stored");
+    Test::More::is($res->{status}, $status,
+                   "$key: the original's client gets the upstream's " . ($status == 201 ? 'response' : $status));
+    IdempotencyTest::error_log_has($log);
+    Test::More::ok(IdempotencyTest::redis_command_at($port, 'GET', $rkey) eq $other, "$key: $stays");
+}
+
+# The original's late store: its client still gets the response, the other
+# claim stays.
+sub late_store {
+    my ($port, $uri, $key) = @_;
+    late_write($port, $uri, $key, 201, 'could not store the response',
+               "the other gateway's claim stays, the late response is not stored");
 }
 
 # Counts, with INFO commandstats, the Redis commands of one new request
@@ -106,14 +93,7 @@ sub store_within_lease {
 # The original's late release (its upstream answers 500): the other claim stays.
 sub late_release {
     my ($port, $uri, $key) = @_;
-    my $rkey = IdempotencyTest::redis_key($key);
-    my $original = in_flight($uri, $key);
-    my $other = take_over($port, $rkey, 60000);
-    my $res = read_response($original);
-    Test::More::is($res->{status}, 500, "$key: the original's client gets the upstream's 500");
-    IdempotencyTest::error_log_has('could not release the key');
-    Test::More::ok(IdempotencyTest::redis_command_at($port, 'GET', $rkey) eq $other,
-                   "$key: the other gateway's claim is not deleted");
+    late_write($port, $uri, $key, 500, 'could not release the key', "the other gateway's claim is not deleted");
 }
 
 # The original's late renewal (lock_ttl 3s: every second): the other claim,
@@ -140,13 +120,8 @@ __DATA__
 === TEST 1: Redis: a late store after a takeover is refused: the other claim stays, a retry gets 409
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 10s')
 --- init
 main::late_store(IdempotencyTest::redis_port(), '/fence/store?sleep=1', 'fence-store');
 --- request
@@ -165,13 +140,8 @@ within the claim's lease (Redis lost the claim, or its clock ran ahead): putting
 === TEST 2: Redis: a late release after a takeover is refused: the upstream's 5xx does not free the other claim
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 10s')
 --- init
 main::late_release(IdempotencyTest::redis_port(), '/fence/release?status=500&sleep=1', 'fence-release');
 --- request
@@ -189,12 +159,8 @@ could not release the key: the claim had expired or was taken over
 === TEST 3: Redis: a late renewal after a takeover is refused: the other claim's TTL is not extended
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 3s;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_lock_ttl 3s', 'proxy_pass http://backend')
 --- init
 main::late_renewal(IdempotencyTest::redis_port(), '/fence/renew?sleep=1.5', 'fence-renew');
 --- request
@@ -207,13 +173,8 @@ could not renew the claim: the claim had expired or was taken over
 === TEST 4: Cluster: a late store after a takeover is refused: the other claim stays, a retry gets 409
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 10s')
 --- init
 main::late_store(main::cluster_port('cfence-store'), '/cfence/store?sleep=1', 'cfence-store');
 --- request
@@ -231,13 +192,8 @@ could not store the response: the claim had expired or was taken over
 === TEST 5: Cluster: a late release after a takeover is refused: the upstream's 5xx does not free the other claim
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 10s')
 --- init
 main::late_release(main::cluster_port('cfence-release'), '/cfence/release?status=500&sleep=1', 'cfence-release');
 --- request
@@ -255,12 +211,8 @@ could not release the key: the claim had expired or was taken over
 === TEST 6: Cluster: a late renewal after a takeover is refused: the other claim's TTL is not extended
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 3s;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_lock_ttl 3s', 'proxy_pass http://backend')
 --- init
 main::late_renewal(main::cluster_port('cfence-renew'), '/cfence/renew?sleep=1.5', 'cfence-renew');
 --- request
@@ -273,11 +225,8 @@ could not renew the claim: the claim had expired or was taken over
 === TEST 7: Redis: a response stored within its claim's lease is one plain SET ... XX GET, and no script runs
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- init
 main::store_within_lease('/lease/1', 'lease-1');
 --- request
@@ -293,15 +242,9 @@ Idempotent-Replayed: true
 === TEST 8: Redis: past the claim's lease a late store goes through the fenced script, which refuses it after a takeover
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    # a lease of 3 s - (1 s + 0.3 s) = 1.7 s; the upstream answers after 2 s
-    idempotency_lock_ttl 3s;
-    idempotency_redis_timeout 1s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('# a lease of 3 s - (1 s + 0.3 s) = 1.7 s; the upstream answers after 2 s',
+                    'idempotency_lock_ttl 3s', 'idempotency_redis_timeout 1s')
 --- init
 main::late_store(IdempotencyTest::redis_port(), '/fence/past-lease?sleep=2', 'fence-past-lease');
 --- request

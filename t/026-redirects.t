@@ -6,6 +6,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 # Sends a POST with the key, leaves before the answer, and waits until the
@@ -29,17 +30,10 @@ __DATA__
 === TEST 1: try_files to a named location: the client leaves, its retry gets the replay
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /v1/ {
-    idempotency on;
-    try_files /nonexistent @app;
-}
-location @app {
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/v1/', 'idempotency on', 'try_files /nonexistent @app')
+. main::location_conf('@app', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- init
 main::leave_early('/v1/tf?sleep=1', 'redirect-1');
 --- request eval
@@ -91,18 +85,10 @@ main::leave_early('/v1/rw?sleep=1', 'redirect-2');
 === TEST 3: error_page 404 = @app after a static miss: the client leaves, its retry gets the replay
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /v1/ {
-    idempotency on;
-    log_not_found off;
-    error_page 404 = @app;
-}
-location @app {
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/v1/', 'idempotency on', 'log_not_found off', 'error_page 404 = @app')
+. main::location_conf('@app', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- init
 main::leave_early('/v1/ep?sleep=1', 'redirect-3');
 --- request eval
@@ -122,18 +108,10 @@ main::leave_early('/v1/ep?sleep=1', 'redirect-3');
 === TEST 4: X-Accel-Redirect to a slow internal location: the client leaves, its retry gets the replay
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /v1/ {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location = /xa-target {
-    internal;
-    proxy_pass http://backend/xa-target?sleep=1;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/v1/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('= /xa-target', 'internal', 'proxy_pass http://backend/xa-target?sleep=1')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- init
 main::leave_early('/v1/xa?header=X-Accel-Redirect:/xa-target', 'redirect-4');
 --- request eval
@@ -153,14 +131,9 @@ main::leave_early('/v1/xa?header=X-Accel-Redirect:/xa-target', 'redirect-4');
 === TEST 5: a replay reached through try_files is what the first client got
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /v1/ {
-    idempotency on;
-    try_files /nonexistent @app;
-}
-location @app {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/v1/', 'idempotency on', 'try_files /nonexistent @app')
+. main::location_conf('@app', 'proxy_pass http://backend')
 --- request eval
 ["POST /v1/tf5?cookies=2\nx", "POST /v1/tf5?cookies=2\nx"]
 --- more_headers
@@ -178,20 +151,12 @@ Idempotency-Key: redirect-5
 === TEST 6: a request without a key followed to a named location stays missing, counted once
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /v1/ {
-    idempotency on;
-    try_files /nonexistent @app;
-}
-location @app {
-    idempotency on;
-    idempotency_required on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::location_conf('/v1/', 'idempotency on', 'try_files /nonexistent @app')
+. main::location_conf('@app', 'idempotency on', 'idempotency_required on',
+                      'add_header X-Idempotency-Status $idempotency_status always',
+                      'proxy_pass http://backend')
+. main::location_conf('= /metrics', 'idempotency_metrics')
 --- request eval
 ["POST /v1/nokey6\nx", "GET /metrics"]
 --- error_code eval

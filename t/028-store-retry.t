@@ -10,6 +10,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf metered_location);
 use Test::Nginx::Socket 'no_plan';
 use POSIX ();
 use Time::HiRes ();
@@ -132,14 +133,8 @@ __DATA__
 === TEST 1: Redis out of memory for a large response: retries get 409 past idempotency_lock_ttl, then the replay; one execution, logged once
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 1s;
-    idempotency_max_response_size 4m;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 1s', 'idempotency_max_response_size 4m')
 --- init
 main::leave_no_room_for_large_stores();
 Test::More::is(main::post('/oom/1?size=1000000', 'oom-1'), 201, 'the original is answered in full');
@@ -175,13 +170,8 @@ qr/\[error\](?!.*(?: refused the claim: OOM | is out of memory and refused the r
 === TEST 2: a Redis demoted to a replica (READONLY) while the response is stored: stored once it is a master again
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 4s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 4s')
 --- init
 IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', 0);
 my $original = main::start_original('/ro/2?sleep=1', 'ro-2');
@@ -210,13 +200,8 @@ cannot store the response
 === TEST 3: Redis busy running a long script (BUSY) while the response is stored: stored once the script is over
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 4s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 4s')
 --- init
 IdempotencyTest::redis_command('CONFIG', 'SET', 'busy-reply-threshold', 100);
 my $original = main::start_original('/busy/3?sleep=1', 'busy-3');
@@ -244,13 +229,8 @@ cannot store the response
 === TEST 4: Redis restarted while the response is stored, answering LOADING for a while: stored once it has loaded
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 8s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 8s')
 --- init
 my $original = main::start_original('/loading/4?sleep=1', 'loading-4');
 main::restart_redis_loading_slowly();
@@ -274,13 +254,8 @@ cannot store the response
 === TEST 5: Redis down for 20 s with the response to store: stored once it is back, within idempotency_lock_ttl
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 30s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 30s')
 --- init
 main::back_to_usual_redis();
 my $original = main::start_original('/down/5?sleep=1', 'down-5');
@@ -309,13 +284,8 @@ cannot store the response
 === TEST 6: a release that meets READONLY is tried again: the retry runs afresh at once, not 409 until the claim expires
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_lock_ttl 10s')
 --- init
 my $dir = IdempotencyTest::redis_command('CONFIG', 'GET', 'dir')->[1];
 unlink "$dir/dump.rdb";
@@ -343,15 +313,8 @@ cannot release the key
 === TEST 7: a release refused (BUSY) past idempotency_lock_ttl is given up: logged once, counted
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 1s;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::metered_location('idempotency_lock_ttl 1s')
 --- init
 IdempotencyTest::redis_command('CONFIG', 'SET', 'busy-reply-threshold', 100);
 my $original = main::start_original('/release/7?status=500&sleep=1', 'release-7');
@@ -377,13 +340,9 @@ gave up trying to release the key
 === TEST 8: a worker that exits with a response still to store logs it, and touches nothing it freed
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 1s;
-    idempotency_max_response_size 4m;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_lock_ttl 1s',
+                    'idempotency_max_response_size 4m', 'proxy_pass http://backend')
 --- init
 main::leave_no_room_for_large_stores();
 Test::More::is(main::post('/exit/8?size=1000000', 'exit-8'), 201, 'the original is answered in full');
@@ -402,10 +361,8 @@ qr/\[error\] .*the worker exits before it could store the response for "idem:[0-
 === TEST 9: ... and Redis has room again
 --- init
 IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', 0);
---- config
-location = /t {
-    return 204;
-}
+--- config eval
+main::location_conf('= /t', 'return 204')
 --- request
 GET /t
 --- error_code: 204

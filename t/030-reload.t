@@ -4,6 +4,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(metered_location);
 use Test::Nginx::Socket 'no_plan';
 
 master_on();
@@ -51,14 +52,8 @@ __DATA__
 === TEST 1: after a failed reload and a respawned worker, /metrics answers and keeps counting
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::metered_location()
 --- init
 IdempotencyTest::nginx_post('/reload/1', 'reload-1') == 201 or die "the first POST failed\n";
 main::failed_reload();

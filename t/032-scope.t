@@ -13,6 +13,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location);
 use Test::Nginx::Socket 'no_plan';
 
 master_on();
@@ -46,13 +47,8 @@ __DATA__
 === TEST 1: tenants of different lengths and of one length: each executes once and replays its own response
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_scope $http_x_tenant;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_scope $http_x_tenant')
 --- request eval
 [("POST /s/1\nx") x 8, "GET /_count/s/1"]
 --- more_headers eval
@@ -81,13 +77,8 @@ GET /_count/s/1
 === TEST 3: scope "ab" with key "c", scope "a" with key "bc" and key "abc" without a scope are three intents
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_scope $http_x_tenant;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_scope $http_x_tenant')
 --- request eval
 [("POST /s/3\nx") x 6, "GET /_count/s/3"]
 --- more_headers eval
@@ -119,13 +110,8 @@ GET /_count/s/3
 === TEST 5: an empty scope and non-empty ones: the same key executes once in each
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_scope $http_x_tenant;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_scope $http_x_tenant')
 --- request eval
 [("POST /s/5\nx") x 6, "GET /_count/s/5"]
 --- more_headers eval
@@ -155,13 +141,8 @@ GET /_count/s/5
 === TEST 7: scoped by Authorization, two callers and an anonymous one: no response reaches another caller
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_scope $http_authorization;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_scope $http_authorization')
 --- request eval
 [("POST /s/7\namount=100") x 6, "GET /_count/s/7"]
 --- more_headers eval

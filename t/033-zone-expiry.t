@@ -19,6 +19,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf summary);
 use Test::Nginx::Socket 'no_plan';
 
 use IO::Select;
@@ -56,19 +57,7 @@ sub post {
 }
 
 # POSTs "x" to $uri with $key on its own connection; returns the response.
-sub http {
-    my ($uri, $key) = @_;
-    my $sock = connect_nginx();
-    post($sock, $uri, $key);
-    return read_response($sock);
-}
-
-# "STATUS IDEMPOTENCY-STATUS EXECUTION" of a response, for comparisons.
-sub summary {
-    my ($res) = @_;
-    return join ' ', $res->{status}, $res->{headers}{'x-idempotency-status'} // '-',
-                     $res->{headers}{'x-upstream-execution'} // '-';
-}
+sub http { Idem::Blocks::post(@_) }
 
 # The pid of the worker that serves $sock, asked on it (GET /pid, the
 # connection kept open for the next request).
@@ -110,6 +99,13 @@ sub cont_worker {
     my ($pid) = @_;
     kill 'CONT', $pid;
     @stopped = grep { $_ != $pid } @stopped;
+}
+
+# The zone store "idem" guarding "location /" with @directives
+# (Idem::Blocks::idem_location), and GET /pid: the pid of the worker that
+# serves the connection.
+sub pid_location {
+    idem_location('idempotency_store zone=idem', @_) . location_conf('= /pid', 'return 200 $pid');
 }
 
 # Sleeps until $secs after $since.
@@ -160,14 +156,8 @@ __DATA__
 === TEST 1: stored responses are replayed before idempotency_ttl
 --- http_config
 idempotency_zone zone=idem:1m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_ttl 3s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_store zone=idem', 'idempotency_ttl 3s')
 --- request eval
 [("POST /e/1\nx") x 6]
 --- more_headers eval
@@ -203,15 +193,8 @@ main::sleep_until(Time::HiRes::time(), 3 + $main::MARGIN);
 === TEST 3: a stored response outlives idempotency_lock_ttl
 --- http_config
 idempotency_zone zone=idem:1m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_lock_ttl 1s;
-    idempotency_ttl 1h;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_store zone=idem', 'idempotency_lock_ttl 1s', 'idempotency_ttl 1h')
 --- init
 my $first = main::http('/e/3', 'e-3');
 Test::More::is(main::summary($first), '201 new 1', 'TEST 3: the first request executes');
@@ -233,16 +216,8 @@ X-Upstream-Execution: 1
 === TEST 4: an upstream slower than idempotency_lock_ttl keeps its claim, and its stored response outlives the lock too
 --- http_config
 idempotency_zone zone=idem:1m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_lock_ttl 1s;
-    idempotency_ttl 1h;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /pid { return 200 $pid; }
+--- config eval
+main::pid_location('idempotency_lock_ttl 1s', 'idempotency_ttl 1h')
 --- init
 my ($original, $pid) = main::in_flight('/e/4?sleep=1.6', 'e-4');
 my $started = Time::HiRes::time();
@@ -269,15 +244,8 @@ X-Upstream-Execution: 1
 === TEST 5: the claim of a worker killed mid-request holds the key for idempotency_lock_ttl, then the key executes again
 --- http_config
 idempotency_zone zone=idem:1m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_lock_ttl 1500ms;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /pid { return 200 $pid; }
+--- config eval
+main::pid_location('idempotency_lock_ttl 1500ms')
 --- init
 my ($original, $pid) = main::in_flight('/e/5?sleep=1', 'e-5');
 my $killed = Time::HiRes::time();
@@ -315,15 +283,8 @@ exited on signal 9
 === TEST 6: the claim of a stalled worker expires after idempotency_lock_ttl: a retry on the other worker executes, the late original does not overwrite it
 --- http_config
 idempotency_zone zone=idem:1m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_lock_ttl 1s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /pid { return 200 $pid; }
+--- config eval
+main::pid_location('idempotency_lock_ttl 1s')
 --- init
 my ($original, $pid) = main::in_flight('/e/6?sleep=1', 'e-6');
 my $stopped = Time::HiRes::time();
@@ -390,14 +351,8 @@ X-Upstream-Execution: 3
 === TEST 9: a full zone: once idempotency_ttl has passed, its records make room; the newest and the oldest key execute again
 --- http_config
 idempotency_zone zone=tiny:32k;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=tiny;
-    idempotency_ttl 3s;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_store zone=tiny', 'idempotency_ttl 3s')
 --- init
 my $n = main::fill_zone('/e/7?size=3000', 'e-7');
 my $filled = Time::HiRes::time();
@@ -419,15 +374,8 @@ Test::More::is(main::summary(main::http('/e/7?size=3000', "e-7-$n")), '201 new '
 === TEST 10: a late renewal after a takeover is refused: the claim it took over is not kept alive
 --- http_config
 idempotency_zone zone=idem:1m;
---- config
-location / {
-    idempotency on;
-    idempotency_store zone=idem;
-    idempotency_lock_ttl 600ms;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location = /pid { return 200 $pid; }
+--- config eval
+main::pid_location('idempotency_lock_ttl 600ms')
 --- init
 # The original (worker A) stops; a retry on worker B takes the key over; A
 # goes on, renewing; then B stops. Its claim must expire: a third request

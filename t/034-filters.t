@@ -5,6 +5,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
@@ -25,14 +26,9 @@ __DATA__
 === TEST 1: gzip on, the upstream already sent Content-Encoding: the replay is not compressed a second time
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    gzip on;
-    gzip_types application/json;
-    gzip_min_length 1;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'gzip on', 'gzip_types application/json',
+                    'gzip_min_length 1', 'proxy_pass http://backend')
 --- request eval
 ["POST /f/1?status=200&header=Content-Encoding:gzip\nx", "POST /f/1?status=200&header=Content-Encoding:gzip\nx"]
 --- more_headers
@@ -53,14 +49,9 @@ Accept-Encoding: gzip
 === TEST 2: gzip on, nginx compresses: the replay is compressed once, like the original
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    gzip on;
-    gzip_types application/json;
-    gzip_min_length 1;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'gzip on', 'gzip_types application/json',
+                    'gzip_min_length 1', 'proxy_pass http://backend')
 --- request eval
 ["POST /f/2?status=200\nx", "POST /f/2?status=200\nx"]
 --- more_headers
@@ -81,12 +72,8 @@ Accept-Encoding: gzip
 === TEST 3: expires over the upstream's own Cache-Control and Expires: one of each, on the replay too
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    expires 1h;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'expires 1h', 'proxy_pass http://backend')
 --- request eval
 ["POST /f/3?header=Cache-Control:no-cache&header=Expires:Thu,%2001%20Jan%201970%2000:00:00%20GMT\nx",
  "POST /f/3?header=Cache-Control:no-cache&header=Expires:Thu,%2001%20Jan%201970%2000:00:00%20GMT\nx"]
@@ -106,11 +93,8 @@ Idempotency-Key: filters-3
 === TEST 4: a Location is replayed as the original had it, relative or absolute
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["POST /f/4?header=Location:/payments/4\nx", "POST /f/4?header=Location:/payments/4\nx",
  "POST /f/4b?header=Location:https://api.example.com/payments/4\nx", "POST /f/4b?header=Location:https://api.example.com/payments/4\nx"]
@@ -128,12 +112,8 @@ location / {
 === TEST 5: Range on a protected request is not applied: the original and every replay are the whole response
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_force_ranges on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_force_ranges on', 'proxy_pass http://backend')
 --- request eval
 ["POST /f/5?status=200&size=1000\nx", "POST /f/5?status=200&size=1000\nx", "POST /f/5?status=200&size=1000\nx"]
 --- more_headers eval
@@ -173,10 +153,8 @@ server {
         grpc_pass grpc://127.0.0.1:$TEST_NGINX_GRPC_PORT;
     }
 }
---- config
-location = /probe {
-    return 204;
-}
+--- config eval
+main::location_conf('= /probe', 'return 204')
 --- init
 my $first = main::h2_post('/pkg.Service/Pay', 'grpc-1');
 my $retry = main::h2_post('/pkg.Service/Pay', 'grpc-1');
@@ -193,11 +171,8 @@ GET /probe
 === TEST 7: a conditional retry gets the stored response, never a 412 or 304 made from it
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
 --- request eval
 ["PATCH /f/7a?status=200&header=ETag:%22v2%22\nx", "PATCH /f/7a?status=200&header=ETag:%22v2%22\nx",
  "PATCH /f/7b?status=200&header=ETag:%22v2%22\nx", "PATCH /f/7b?status=200&header=ETag:%22v2%22\nx",
@@ -221,22 +196,13 @@ location / {
 === TEST 8: SSI runs once: the replay is the bytes the client got, and the included fragment is not fetched again
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /ssi/ {
-    idempotency on;
-    ssi on;
-    ssi_types *;
-    proxy_pass http://127.0.0.1:$TEST_NGINX_SERVER_PORT/ssi-source/;
-}
-location /ssi-source/ {
-    return 201 'before <!--# include virtual="/frag/8" --> after';
-}
-location /frag/ {
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/ssi/', 'idempotency on', 'ssi on', 'ssi_types *',
+                    'proxy_pass http://127.0.0.1:$TEST_NGINX_SERVER_PORT/ssi-source/')
+. main::location_conf('/ssi-source/',
+                      'return 201 \'before <!--# include virtual="/frag/8" --> after\'')
+. main::location_conf('/frag/', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- request eval
 ["POST /ssi/8\nx", "POST /ssi/8\nx", "GET /_count/frag/8"]
 --- more_headers eval
@@ -253,21 +219,13 @@ location /_count/ {
 === TEST 9: sub_filter with a variable and add_after_body run once (addition applies to 200): the replay carries the original's bytes
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /f/ {
-    idempotency on;
-    sub_filter '"path"' '"marker":"$http_x_marker","path"';
-    sub_filter_types application/json;
-    add_after_body /tail/9;
-    addition_types application/json;
-    proxy_pass http://backend;
-}
-location /tail/ {
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/f/', 'idempotency on',
+                    'sub_filter \'"path"\' \'"marker":"$http_x_marker","path"\'',
+                    'sub_filter_types application/json', 'add_after_body /tail/9',
+                    'addition_types application/json', 'proxy_pass http://backend')
+. main::location_conf('/tail/', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- request eval
 ["POST /f/9?status=200\nx", "POST /f/9?status=200\nx", "GET /_count/tail/9"]
 --- more_headers eval
@@ -284,13 +242,9 @@ location /_count/ {
 === TEST 10: add_header runs on the replay as on the original, once, with the replay's values
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Status $idempotency_status;
-    add_header X-Marker $http_x_marker;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'add_header X-Status $idempotency_status',
+                    'add_header X-Marker $http_x_marker', 'proxy_pass http://backend')
 --- request eval
 ["POST /f/10\nx", "POST /f/10\nx"]
 --- more_headers eval
@@ -306,15 +260,9 @@ location / {
 === TEST 11: an X-Accel-Redirect file's Last-Modified is replayed
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /f/ {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location /xa/ {
-    internal;
-    root html;
-}
+--- config eval
+main::location_conf('/f/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('/xa/', 'internal', 'root html')
 --- user_files
 >>> xa/receipt.txt
 receipt 11

@@ -7,6 +7,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location location_conf metered_location);
 use Test::Nginx::Socket 'no_plan';
 
 our $tls = tls_files();
@@ -32,6 +33,15 @@ sub main::tls_record {
 }
 
 test_nginx_defaults();
+
+# A block without a --- config of its own guards "location /" (no status
+# header): idempotency on, proxied to the upstream.
+add_block_preprocessor(sub {
+    my $block = shift;
+    $block->set_value('config', location_conf('/', 'idempotency on', 'proxy_pass http://backend'))
+        unless defined $block->config;
+});
+
 run_tests();
 
 __DATA__
@@ -40,12 +50,8 @@ __DATA__
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request eval
 ["POST /tls/1\nx", "POST /tls/1\nx"]
 --- more_headers
@@ -62,8 +68,8 @@ Idempotency-Key: tls-1
 --- init
 my $kind = main::tls_record('tls-1');
 die "TEST 2: no response stored on the TLS Redis\n" unless defined $kind && $kind == 2;
---- config
-location = /t { return 200 "stored\n"; }
+--- config eval
+main::location_conf('= /t', 'return 200 "stored\\n"')
 --- request
 GET /t
 --- response_body
@@ -74,11 +80,6 @@ stored
 --- http_config
 idempotency_redis localhost:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /tls/3\nx", "POST /tls/3\nx"]
 --- more_headers
@@ -95,12 +96,8 @@ Idempotency-Key: tls-3
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_OTHER_CA_PORT ssl password=never-logged-5150;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request
 POST /other-ca/4
 x
@@ -124,14 +121,8 @@ die "TEST 4b: /other-ca/4 executed $n times\n" if $n;
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_OTHER_CA_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location = /metrics {
-    idempotency_metrics;
-}
+--- config eval
+main::metered_location()
 --- request eval
 ["POST /other-ca/4b\nx", "GET /metrics"]
 --- more_headers eval
@@ -146,14 +137,9 @@ location = /metrics {
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_WRONG_NAME_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- request
 POST /wrong-name/5
 x
@@ -172,11 +158,6 @@ die "TEST 6: /wrong-name/5 executed $n times\n" if $n;
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_WRONG_NAME_PORT ssl;
 idempotency_redis_ssl_verify off;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /wrong-name/6\nx", "POST /wrong-name/6\nx"]
 --- more_headers
@@ -194,11 +175,6 @@ Idempotency-Key: tls-6
 idempotency_redis 127.0.0.1:$TEST_NGINX_WRONG_NAME_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 idempotency_redis_ssl_name redis.example.net;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /wrong-name/7\nx", "POST /wrong-name/7\nx"]
 --- more_headers
@@ -215,16 +191,10 @@ Idempotency-Key: tls-7
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location /good/ {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location /renamed/ {
-    idempotency on;
-    idempotency_redis_ssl_name redis.example.org;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/good/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('/renamed/', 'idempotency on',
+                      'idempotency_redis_ssl_name redis.example.org', 'proxy_pass http://backend')
 --- init
 my $status = IdempotencyTest::nginx_post('/good/8', 'tls-8b');
 die "TEST 8: /good/ got $status\n" unless $status == 201;
@@ -244,11 +214,6 @@ idempotency_redis 127.0.0.1:$TEST_NGINX_MTLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 idempotency_redis_ssl_certificate $TEST_NGINX_TLS_DIR/client.pem;
 idempotency_redis_ssl_certificate_key $TEST_NGINX_TLS_DIR/client.key;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /mtls/9\nx", "POST /mtls/9\nx"]
 --- more_headers
@@ -265,14 +230,9 @@ Idempotency-Key: tls-9
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_MTLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- request
 POST /mtls/10
 x
@@ -293,11 +253,6 @@ idempotency_redis 127.0.0.1:$TEST_NGINX_MTLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 idempotency_redis_ssl_certificate $TEST_NGINX_TLS_DIR/other-client.pem;
 idempotency_redis_ssl_certificate_key $TEST_NGINX_TLS_DIR/other-client.key;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- request
 POST /mtls/11
 x
@@ -312,11 +267,6 @@ qr/\[error\] .*TLS failed: (unknown CA: Redis does not trust|.*may require or re
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_AUTH_TLS_PORT ssl password=tls-secret-7741;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- request eval
 ["POST /auth/12\nx", "POST /auth/12\nx"]
 --- more_headers
@@ -334,11 +284,6 @@ tls-secret-7741
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_AUTH_TLS_PORT ssl password=wrong-secret-3318;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- request
 POST /auth/12b
 x
@@ -356,17 +301,10 @@ wrong-secret-3318
 idempotency_redis 127.0.0.1:$TEST_NGINX_V13_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 idempotency_redis_ssl_protocols TLSv1.2;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
-location /v13/ {
-    idempotency on;
-    idempotency_redis_ssl_protocols TLSv1.3;
-    idempotency_redis_ssl_ciphers HIGH:!aNULL;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
+. main::location_conf('/v13/', 'idempotency on', 'idempotency_redis_ssl_protocols TLSv1.3',
+                      'idempotency_redis_ssl_ciphers HIGH:!aNULL', 'proxy_pass http://backend')
 --- init
 my $status = IdempotencyTest::nginx_post('/v13/13', 'tls-13b');
 die "TEST 13: TLSv1.3 with its own ciphers got $status\n" unless $status == 201;
@@ -384,15 +322,10 @@ qr/\[error\] .*TLS failed: protocol: /
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    idempotency_redis_timeout 200ms;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_redis_timeout 200ms',
+                    'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
 --- init
 IdempotencyTest::redis_command_at($main::plain, 'CLIENT', 'PAUSE', 1000, 'ALL');
 --- request eval
@@ -409,11 +342,6 @@ IdempotencyTest::redis_command_at($main::plain, 'CLIENT', 'PAUSE', 1000, 'ALL');
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- init
 IdempotencyTest::redis_command_at($main::plain, 'PING');    # returns when the pause is over
 IdempotencyTest::wait_until(sub { (main::tls_record('tls-14') // 0) != 1 }, 3);
@@ -431,11 +359,6 @@ Idempotency-Key: tls-14
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- init
 my $status = IdempotencyTest::nginx_post('/restart/16a', 'tls-16a');
 die "TEST 16: before the restart: $status\n" unless $status == 201;
@@ -463,11 +386,6 @@ X-Upstream-Execution: 1
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- init
 my $status = IdempotencyTest::nginx_post('/resume/17', 'tls-17a');
 die "TEST 17: first request: $status\n" unless $status == 201;
@@ -491,11 +409,6 @@ qr/TLS handshake done \(TLSv1\.3, .*, session reused\)/
 === TEST 18: nginx -t: ssl with verification on needs a trusted certificate
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*needs "idempotency_redis_ssl_trusted_certificate" while "idempotency_redis_ssl_verify" is on/
@@ -505,11 +418,6 @@ qr/\[emerg\] .*needs "idempotency_redis_ssl_trusted_certificate" while "idempote
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/missing.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_redis_ssl_trusted_certificate": cannot open ".*missing\.pem"/
@@ -520,11 +428,6 @@ qr/\[emerg\] .*"idempotency_redis_ssl_trusted_certificate": cannot open ".*missi
 idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 idempotency_redis_ssl_certificate $TEST_NGINX_TLS_DIR/client.pem;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_redis_ssl_certificate" ".*client\.pem" needs "idempotency_redis_ssl_certificate_key"/
@@ -536,11 +439,6 @@ idempotency_redis 127.0.0.1:$TEST_NGINX_TLS_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
 idempotency_redis_ssl_certificate $TEST_NGINX_TLS_DIR/client.pem;
 idempotency_redis_ssl_certificate_key $TEST_NGINX_TLS_DIR/other-client.key;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_redis_ssl_certificate" ".*client\.pem" with "idempotency_redis_ssl_certificate_key" ".*other-client\.key" cannot be used/
@@ -549,11 +447,6 @@ qr/\[emerg\] .*"idempotency_redis_ssl_certificate" ".*client\.pem" with "idempot
 === TEST 22: nginx -t: ssl on a unix socket
 --- http_config
 idempotency_redis unix:/tmp/no-such-redis.sock ssl;
---- config
-location / {
-    idempotency on;
-    proxy_pass http://backend;
-}
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_redis": "ssl" is for TCP addresses, not "unix:\/tmp\/no-such-redis\.sock"/
@@ -563,12 +456,9 @@ qr/\[emerg\] .*"idempotency_redis": "ssl" is for TCP addresses, not "unix:\/tmp\
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_SILENT_PORT ssl;
 idempotency_redis_ssl_trusted_certificate $TEST_NGINX_TLS_DIR/ca.pem;
---- config
-location / {
-    idempotency on;
-    idempotency_redis_timeout 300ms;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_redis_timeout 300ms',
+                    'proxy_pass http://backend')
 --- request
 POST /silent/23
 x

@@ -8,6 +8,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_SECOND_PORT} = IdempotencyTest::free_port();
@@ -41,12 +42,8 @@ server {
         proxy_pass http://backend;
     }
 }
---- config
-location / {
-    idempotency on;
-    idempotency_scope "";
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_scope ""', 'proxy_pass http://backend')
 --- request eval
 ["POST /scope/1\nx", "POST /scope/1\nx", "POST /scope/1\nx", "POST /scope/1\nx"]
 --- more_headers eval
@@ -71,12 +68,8 @@ server {
         proxy_pass http://backend;
     }
 }
---- config
-location / {
-    idempotency on;
-    idempotency_scope "";
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_scope ""', 'proxy_pass http://backend')
 --- init
 my $status = main::post_at_second('/scope/2', 'space-2');
 Test::More::is($status, 201, 'TEST 2: the first request, on the second listener');
@@ -94,11 +87,8 @@ X-Upstream-Execution: 1
 === TEST 3: no idempotency_scope anywhere: nginx warns, naming the location and what to set
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /v1/ {
-    idempotency on;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/v1/', 'idempotency on', 'proxy_pass http://backend')
 --- request
 POST /v1/scope/3
 x
@@ -142,12 +132,9 @@ without "idempotency_scope"
 === TEST 5: Set-Cookie is replayed in order: the scope keeps it to its caller, another caller executes anew
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /caller/ {
-    idempotency on;
-    idempotency_scope $http_x_caller;
-    proxy_pass http://backend;
-}
+--- config eval
+main::location_conf('/caller/', 'idempotency on', 'idempotency_scope $http_x_caller',
+                    'proxy_pass http://backend')
 --- request eval
 ["POST /caller/5?cookies=2\nx", "POST /caller/5?cookies=2\nx", "POST /caller/5?cookies=2\nx"]
 --- more_headers eval
@@ -181,10 +168,8 @@ server {
         proxy_pass http://backend;
     }
 }
---- config
-location /probe {
-    return 204;
-}
+--- config eval
+main::location_conf('/probe', 'return 204')
 --- request
 GET /probe
 --- error_code: 204

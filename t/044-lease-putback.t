@@ -17,13 +17,31 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 use Time::HiRes qw(time sleep);
 
 start_redis_cluster(3);
 
 test_nginx_defaults();
+
+# Every block: a client's X-Delay header becomes the upstream's ?sleep=
+# ($delay_args), and the store is the test Redis unless the block's
+# --- http_config names another.
+add_block_preprocessor(sub {
+    my $block = shift;
+    my $store = $block->http_config // "idempotency_redis 127.0.0.1:\$TEST_NGINX_REDIS_PORT;\n";
+    $block->set_value('http_config',
+        $store . 'map $http_x_delay $delay_args { default ""; ~^(?<s>[0-9.]+)$ "?sleep=$s"; }' . "\n");
+});
+
 run_tests();
+
+# "location /" with `idempotency on` and @directives, proxied with the
+# client's delay.
+sub delayed_location {
+    location_conf('/', 'idempotency on', @_, 'proxy_pass http://backend$uri$delay_args');
+}
 
 use constant HOUR_MS => 3_600_000;
 
@@ -165,16 +183,8 @@ sub written_past_lease {
 __DATA__
 
 === TEST 1: Redis: the claim lost mid-request, another request of the same fingerprint executes and stores: the original's store keeps idempotency_ttl, two executions, its retry replays
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
-map $http_x_delay $delay_args { default ""; ~^(?<s>[0-9.]+)$ "?sleep=$s"; }
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    idempotency_ttl 1h;
-    proxy_pass http://backend$uri$delay_args;
-}
+--- config eval
+main::delayed_location('idempotency_lock_ttl 10s', 'idempotency_ttl 1h')
 --- init
 main::same_fingerprint('/putback/same', 'putback-same');
 --- request
@@ -193,16 +203,8 @@ putting back
 
 
 === TEST 2: Redis: the claim lost mid-request, another request of another fingerprint executes and stores: put back with the life it had, two executions
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
-map $http_x_delay $delay_args { default ""; ~^(?<s>[0-9.]+)$ "?sleep=$s"; }
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    idempotency_ttl 1h;
-    proxy_pass http://backend$uri$delay_args;
-}
+--- config eval
+main::delayed_location('idempotency_lock_ttl 10s', 'idempotency_ttl 1h')
 --- init
 main::other_fingerprint(IdempotencyTest::redis_port(), '/putback/other', 'putback-other');
 --- request
@@ -217,17 +219,8 @@ Idempotent-Replayed: true
 
 
 === TEST 3: Redis: a renewal that finds the claim gone revokes the lease: the store goes fenced and changes nothing
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
-map $http_x_delay $delay_args { default ""; ~^(?<s>[0-9.]+)$ "?sleep=$s"; }
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 4s;
-    idempotency_redis_timeout 300ms;
-    idempotency_ttl 1h;
-    proxy_pass http://backend$uri$delay_args;
-}
+--- config eval
+main::delayed_location('idempotency_lock_ttl 4s', 'idempotency_redis_timeout 300ms', 'idempotency_ttl 1h')
 --- init
 main::renewal_revokes('/putback/revoked', 'putback-revoked');
 --- request
@@ -243,16 +236,8 @@ putting back
 
 
 === TEST 4: Redis: a store that waited for Redis past its lease is written as the fenced script
---- http_config
-idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
-map $http_x_delay $delay_args { default ""; ~^(?<s>[0-9.]+)$ "?sleep=$s"; }
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 3s;
-    idempotency_redis_timeout 300ms;
-    proxy_pass http://backend$uri$delay_args;
-}
+--- config eval
+main::delayed_location('idempotency_lock_ttl 3s', 'idempotency_redis_timeout 300ms')
 --- init
 main::written_past_lease('/putback/late', 'putback-late');
 --- request
@@ -268,14 +253,8 @@ putting back
 === TEST 5: Cluster: the claim lost mid-request, another request of another fingerprint executes and stores: put back with the life it had
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_2;
-map $http_x_delay $delay_args { default ""; ~^(?<s>[0-9.]+)$ "?sleep=$s"; }
---- config
-location / {
-    idempotency on;
-    idempotency_lock_ttl 10s;
-    idempotency_ttl 1h;
-    proxy_pass http://backend$uri$delay_args;
-}
+--- config eval
+main::delayed_location('idempotency_lock_ttl 10s', 'idempotency_ttl 1h')
 --- init
 main::other_fingerprint((IdempotencyTest::cluster_owner(IdempotencyTest::redis_key('putback-cluster')))[0],
                         '/putback/cluster', 'putback-cluster');
