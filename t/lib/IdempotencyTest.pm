@@ -15,6 +15,9 @@
 #   Idem::FaultProxy    fault proxy, trickle proxy, fake Redis
 #   Idem::HTTP          an HTTP/1.1 load client (the stress suite)
 #   Idem::Nginx         nginx outside Test::Nginx (the stress suite)
+#   Idem::Blocks        nginx locations written once for many blocks (--- config eval)
+#   Idem::Store         the suite once per store: the zone pass's block preprocessor
+#   Idem::TlsListener   a TLS server that records what it receives
 # This file keeps what is about the nginx under Test::Nginx, and every name
 # the t/*.t files use (exported, or as IdempotencyTest::name).
 #
