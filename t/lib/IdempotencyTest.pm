@@ -133,6 +133,11 @@
 #   replica_caught_up($master, $replica)
 #                             waits (up to 10 s) until the replica has
 #                             everything the master wrote; true when it has
+#   sentinel_failover($sentinel, [$name])
+#                             SENTINEL FAILOVER, asked again (up to 30 s)
+#                             while the sentinel answers NOGOODSLAVE or
+#                             INPROG; "OK" once a failover starts, else dies
+#                             with the sentinel's last answer
 #   nginx_post($uri, $key)    POSTs "x" to the nginx under test with the key;
 #                             returns the response's status code
 #   nginx_port()              the port Test::Nginx serves on
@@ -180,7 +185,7 @@ our @EXPORT = qw(
     redis_key stored_kind send_request start_in_flight nginx_port test_nginx_defaults
     start_trickle_proxy start_fake_redis
     redis_command_at start_redis_cluster cluster_owner cluster_node_stop cluster_node_start
-    start_redis_sentinel sentinel_master_port nginx_post replica_caught_up
+    start_redis_sentinel sentinel_master_port nginx_post replica_caught_up sentinel_failover
     tls_files start_redis_tls start_redis_cluster_tls start_redis_sentinel_tls
 );
 our @EXPORT_OK = qw(start read_response);
@@ -201,7 +206,7 @@ BEGIN {
                                      start_node find_redis_server find_redis_cli)],
         'Idem::RedisCluster'  => [qw(start_redis_cluster start_redis_cluster_tls cluster_owner)],
         'Idem::RedisSentinel' => [qw(start_redis_sentinel start_redis_sentinel_tls sentinel_master_port
-                                     replica_caught_up)],
+                                     replica_caught_up sentinel_failover)],
         'Idem::TLS'           => [qw(tls_files start_redis_tls redis_tls_args make_cert openssl)],
         'Idem::Upstream'      => [qw(start_upstream upstream_port upstream_count upstream_log http_get)],
         'Idem::FaultProxy'    => [qw(start_trickle_proxy trickle_loop start_fake_redis)],

@@ -11,21 +11,38 @@
 #                       the three, the sentinel monitoring the master as
 #                       o{name} (default "mymaster"; quorum 1,
 #                       down-after 1 s), awaited until the replica's link is
-#                       up and the sentinel knows the replica. Sets
-#                       TEST_NGINX_SENTINEL_PORT, TEST_NGINX_MASTER_PORT and
-#                       TEST_NGINX_REPLICA_PORT; returns (sentinel, master,
-#                       replica)
+#                       up and the sentinel would promote the replica
+#                       (await_sentinel). Sets TEST_NGINX_SENTINEL_PORT,
+#                       TEST_NGINX_MASTER_PORT and TEST_NGINX_REPLICA_PORT;
+#                       returns (sentinel, master, replica)
 #   start_redis_sentinel_tls()
 #                       the same with every node on TLS too
 #                       (--tls-replication): sets TEST_NGINX_SENTINEL_TLS_PORT
 #                       and returns ([plain, tls] of sentinel, master,
 #                       replica)
+#                       All three are Idem::Redis nodes
+#                       (Idem::Redis::node_stop/node_start).
 #   sentinel_master_port([$name], [$sentinel])
 #                       the master's port as the sentinel names it now
 #   replica_caught_up($master, $replica)
 #                       waits (up to 10 s) until the replica has everything
 #                       the master wrote; true when it has
-#   All three are Idem::Redis nodes (Idem::Redis::node_stop/node_start).
+#   await_sentinel($sentinel, $name, $what)
+#                       waits (up to 30 s) until the sentinel would promote
+#                       a replica of $name: one it lists with flags exactly
+#                       "slave" (linked to it, not down) and
+#                       master-link-status "ok" (it has read the replica's
+#                       INFO, which says its link to the master is up); dies
+#                       naming what it last saw
+#   sentinel_failover($sentinel, [$name])
+#                       SENTINEL FAILOVER $name (default "mymaster"), asked
+#                       again (up to 30 s) while the sentinel answers that it
+#                       cannot start one yet (NOGOODSLAVE: no replica it
+#                       would promote right now; INPROG: a failover is still
+#                       running); returns "OK" once it starts one, dies with
+#                       the sentinel's last answer if it never does. The
+#                       promotion itself is the caller's to await
+#                       (sentinel_master_port)
 
 package Idem::RedisSentinel;
 
@@ -56,13 +73,48 @@ sub await_link {
     }, 30) or die "Idem::RedisSentinel: the $what did not connect to its master\n";
 }
 
+# The replicas of $name as the sentinel lists them, each a hashref of its
+# fields; () when it cannot say.
+sub sentinel_replicas {
+    my ($sentinel, $name) = @_;
+    my $replicas = eval { redis_command_at($sentinel, 'SENTINEL', 'REPLICAS', $name) };
+    return ref $replicas eq 'ARRAY' ? map { +{ @$_ } } grep { ref $_ eq 'ARRAY' } @$replicas : ();
+}
+
 sub await_sentinel {
     my ($sentinel, $name, $what) = @_;
-    # The sentinel knows the replica (from the master's INFO) before any test fails over.
+    # A replica the sentinel would promote (Redis's sentinelSelectSlave): its
+    # link to the sentinel up and answering, not subjectively or
+    # objectively down, and its INFO read recently and saying its master
+    # link is up. Before that, SENTINEL FAILOVER answers NOGOODSLAVE: the
+    # sentinel lists a replica it learnt of from the master's INFO ("slave,
+    # disconnected", master-link-status "err") before it has reached it.
+    my $seen = 'no replica';
     Idem::Wait::wait_until(sub {
-        my $replicas = eval { redis_command_at($sentinel, 'SENTINEL', 'REPLICAS', $name) } || [];
-        return scalar @$replicas;
-    }, 30) or die "Idem::RedisSentinel: the $what did not find the replica\n";
+        my @replicas = sentinel_replicas($sentinel, $name);
+        $seen = join('; ', map { "$_->{name}: flags $_->{flags}, master-link-status $_->{'master-link-status'}" }
+                              @replicas) || 'no replica';
+        return grep { $_->{flags} eq 'slave' && $_->{'master-link-status'} eq 'ok' } @replicas;
+    }, 30) or die "Idem::RedisSentinel: the $what did not see a replica it would promote within 30 s "
+                . "(flags \"slave\", master-link-status \"ok\"); it saw: $seen\n";
+}
+
+sub sentinel_failover {
+    my ($sentinel, $name) = @_;
+    $name //= 'mymaster';
+    my ($last, $tries) = ('no answer', 0);
+    Idem::Wait::wait_until(sub {
+        $tries++;
+        my $reply = eval { redis_command_at($sentinel, 'SENTINEL', 'FAILOVER', $name) };
+        return 1 if defined $reply && $reply eq 'OK';
+        $last = defined $reply ? "answered $reply" : $@ =~ s/\n\z//r;
+        # Not yet: no replica it would promote right now, or the last
+        # failover has not finished. Anything else will not change by asking again.
+        return 0 if $last =~ /\b(?:NOGOODSLAVE|INPROG)\b/;
+        die "Idem::RedisSentinel: SENTINEL FAILOVER $name on $sentinel: $last\n";
+    }, 30) or die "Idem::RedisSentinel: SENTINEL FAILOVER $name on $sentinel did not start a failover "
+                . "within 30 s ($tries tries); last: $last\n";
+    return 'OK';
 }
 
 sub start_redis_sentinel {
