@@ -38,9 +38,11 @@ my $on_tick = sub {
         # acknowledges is lost when the replica takes over (a forced
         # failover without it may lose the last writes: Redis losing
         # data, outside the module's guarantee).
+        # SENTINEL FAILOVER is asked again while the sentinel answers
+        # NOGOODSLAVE or INPROG (up to 30 s; the pause ends after 5 s).
         eval {
             Idem::Redis::redis_command_at($master, 'CLIENT', 'PAUSE', 5000, 'WRITE');
-            Idem::Redis::redis_command_at($sentinel, 'SENTINEL', 'FAILOVER', 's9');
+            Idem::RedisSentinel::sentinel_failover($sentinel, 's9');
             1;
         } or push @problems, "the failover could not begin: $@";
         $failover_at = $now;

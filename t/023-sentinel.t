@@ -50,13 +50,15 @@ X-Upstream-Execution: 1
 my $master = $main::first_master;
 Test::More::is(IdempotencyTest::redis_command_at($master, 'EXISTS', IdempotencyTest::redis_key('sentinel-1')), 1,
                'TEST 3: the record is on the first master');
-IdempotencyTest::replica_caught_up($master, $main::replica) or die "the replica did not catch up\n";
-IdempotencyTest::redis_command_at($main::sentinel, 'SENTINEL', 'FAILOVER', 'mymaster');
+IdempotencyTest::replica_caught_up($master, $main::replica)
+    or die "TEST 3: the replica $main::replica did not catch up with the master $master within 10 s\n";
+# dies with the sentinel's answer if it would not start a failover within 30 s
+IdempotencyTest::sentinel_failover($main::sentinel, 'mymaster');
 IdempotencyTest::wait_until(sub { (IdempotencyTest::sentinel_master_port() // 0) == $main::replica }, 30)
-    or die "the sentinel did not promote the replica\n";
+    or die "TEST 3: the sentinel did not name the replica $main::replica master within 30 s of the failover\n";
 # the old master is demoted too (it then answers READONLY to writes)
-IdempotencyTest::wait_until(sub { IdempotencyTest::redis_command_at($master, 'ROLE')->[0] eq 'slave' }, 30)
-    or die "the old master was not demoted\n";
+IdempotencyTest::wait_until(sub { (eval { IdempotencyTest::redis_command_at($master, 'ROLE')->[0] } // '') eq 'slave' }, 30)
+    or die "TEST 3: the old master $master did not report the role slave within 30 s of the promotion\n";
 --- request
 POST /sentinel/1
 x

@@ -175,17 +175,18 @@ location / {
 --- init
 my ($m, $r, $s) = ($main::master->[0], $main::replica->[0], $main::sentinel->[0]);
 my $value = IdempotencyTest::redis_command_at($m, 'GET', IdempotencyTest::redis_key('tls-sentinel-5'));
-die "TEST 6: the record is not on the master\n" unless defined $value && ord(substr($value, 4, 1)) == 2;
+die "TEST 6: the stored response of tls-sentinel-5 is not on the master $m\n"
+    unless defined $value && ord(substr($value, 4, 1)) == 2;
 my $status = IdempotencyTest::nginx_post('/sentinel-tls/6', 'tls-sentinel-6');
-die "TEST 6: before the failover: $status\n" unless $status == 201;
-IdempotencyTest::replica_caught_up($m, $r) or die "TEST 6: the replica did not catch up\n";
-IdempotencyTest::redis_command_at($s, 'SENTINEL', 'FAILOVER', 'mymaster');
-IdempotencyTest::wait_until(sub {
-    my $reply = eval { IdempotencyTest::redis_command_at($s, 'SENTINEL', 'get-master-addr-by-name', 'mymaster') };
-    ref $reply eq 'ARRAY' && $reply->[1] == $main::replica->[1];
-}, 30) or die "TEST 6: the sentinel did not promote the replica\n";
-IdempotencyTest::wait_until(sub { IdempotencyTest::redis_command_at($m, 'ROLE')->[0] eq 'slave' }, 30)
-    or die "TEST 6: the old master was not demoted\n";
+die "TEST 6: before the failover, POST tls-sentinel-6 answered $status, not 201\n" unless $status == 201;
+IdempotencyTest::replica_caught_up($m, $r)
+    or die "TEST 6: the replica $r did not catch up with the master $m within 10 s\n";
+# dies with the sentinel's answer if it would not start a failover within 30 s
+IdempotencyTest::sentinel_failover($s, 'mymaster');
+IdempotencyTest::wait_until(sub { (IdempotencyTest::sentinel_master_port('mymaster', $s) // 0) == $main::replica->[1] }, 30)
+    or die "TEST 6: the sentinel did not name the replica (TLS port $main::replica->[1]) master within 30 s of the failover\n";
+IdempotencyTest::wait_until(sub { (eval { IdempotencyTest::redis_command_at($m, 'ROLE')->[0] } // '') eq 'slave' }, 30)
+    or die "TEST 6: the old master $m did not report the role slave within 30 s of the promotion\n";
 --- request
 POST /sentinel-tls/6
 x

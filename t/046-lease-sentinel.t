@@ -43,12 +43,14 @@ sub info_replication {
 
 # From now on the replica gets nothing from the master, and knows it.
 sub cut_replication {
-    IdempotencyTest::replica_caught_up($first_master, $replica) or die "the replica did not catch up\n";
+    IdempotencyTest::replica_caught_up($first_master, $replica)
+        or die "the replica $replica did not catch up with the master $first_master within 10 s\n";
     IdempotencyTest::redis_command_at($replica, 'CONFIG', 'SET', 'masterauth', 'not-the-password');
     IdempotencyTest::redis_command_at($first_master, 'CLIENT', 'KILL', 'TYPE', 'replica');
     IdempotencyTest::wait_until(sub {
         info_replication($replica) =~ /master_link_status:down/ && info_replication($first_master) =~ /connected_slaves:0/
-    }, 10) or die "the replica's link to the master did not go down\n";
+    }, 10) or die "the replica's link to the master did not go down within 10 s (INFO replication: "
+                . "master_link_status:down on the replica, connected_slaves:0 on the master)\n";
 }
 
 sub send_post {
@@ -76,7 +78,7 @@ sub failover_loses_the_claim {
     my $start = time;
     my $original = send_post($uri, $key, 'x', DELAY);
     IdempotencyTest::wait_until(sub { IdempotencyTest::upstream_count($uri) == 1 }, 10)
-        or die "the original never reached the upstream\n";
+        or die "$key: the original did not reach the upstream within 10 s\n";
     my $claim = IdempotencyTest::redis_command_at($first_master, 'GET', $rkey)
         // die "no claim under $rkey on the master\n";
     Test::More::is(substr($claim, 0, 5), "IDM\x01\x01", "$key: the original's claim is on the master");
@@ -85,13 +87,16 @@ sub failover_loses_the_claim {
     # A forced failover: the sentinel promotes the replica at once; some
     # seconds later it demotes the old master, which then answers READONLY
     # and the gateway asks the sentinel again.
-    Test::More::is(IdempotencyTest::redis_command_at($sentinel, 'SENTINEL', 'FAILOVER', 'mymaster'), 'OK',
+    # (asked again while the sentinel answers that it cannot start one yet,
+    # NOGOODSLAVE or INPROG, as on a loaded machine; dies with its last
+    # answer after 30 s)
+    Test::More::is(IdempotencyTest::sentinel_failover($sentinel, 'mymaster'), 'OK',
                    "$key: the sentinel starts a failover");
     IdempotencyTest::wait_until(sub { (IdempotencyTest::sentinel_master_port() // 0) == $replica }, 10)
-        or die "the sentinel did not promote the replica\n";
+        or die "$key: the sentinel did not name the replica $replica master within 10 s of the failover\n";
     # (its clients are killed as it is demoted: a ROLE that meets that is asked again)
     IdempotencyTest::wait_until(sub { (eval { IdempotencyTest::redis_command_at($first_master, 'ROLE')->[0] } // '') eq 'slave' }, 15)
-        or die "the sentinel did not demote the old master\n";
+        or die "$key: the old master $first_master did not report the role slave within 15 s of the promotion\n";
     Test::More::is(IdempotencyTest::redis_command_at($replica, 'EXISTS', $rkey), 0, "$key: the new master has no claim");
 
     # Another request of the key, of another fingerprint: claims on the new master, executes, stores.
@@ -101,7 +106,7 @@ sub failover_loses_the_claim {
     my $theirs = IdempotencyTest::wait_until(sub {
         my $v = IdempotencyTest::redis_command_at($replica, 'GET', $rkey);
         defined $v && substr($v, 0, 5) eq "IDM\x01\x02" ? $v : undef;
-    }, 10) or die "$key: the other request's response was not stored on the new master\n";
+    }, 10) or die "$key: the other request's response was not stored on the new master $replica within 10 s\n";
     my $pttl_before = IdempotencyTest::redis_command_at($replica, 'PTTL', $rkey);
     # All of the above within the original's time at the upstream, or this
     # test proves nothing: say so rather than pass.
