@@ -53,7 +53,8 @@ my $on_tick = sub {
             $switched = 1;
             $event->(sprintf 'the sentinel names %d master, %.2f s after the failover began', $replica, $now - $failover_at);
         } elsif ($now - $failover_at > 30) {
-            push @problems, 'the sentinel did not promote the replica within 30 s';
+            push @problems, 'the sentinel did not promote the replica within 30 s ('
+                          . Idem::RedisSentinel::sentinel_view($sentinel, 's9') . ')';
             $switched = 1;
         }
     }

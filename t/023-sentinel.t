@@ -55,10 +55,12 @@ IdempotencyTest::replica_caught_up($master, $main::replica)
 # dies with the sentinel's answer if it would not start a failover within 30 s
 IdempotencyTest::sentinel_failover($main::sentinel, 'mymaster');
 IdempotencyTest::wait_until(sub { (IdempotencyTest::sentinel_master_port() // 0) == $main::replica }, 30)
-    or die "TEST 3: the sentinel did not name the replica $main::replica master within 30 s of the failover\n";
+    or die "TEST 3: the sentinel did not name the replica $main::replica master within 30 s of the failover ("
+         . IdempotencyTest::sentinel_view($main::sentinel) . ")\n";
 # the old master is demoted too (it then answers READONLY to writes)
 IdempotencyTest::wait_until(sub { (eval { IdempotencyTest::redis_command_at($master, 'ROLE')->[0] } // '') eq 'slave' }, 30)
-    or die "TEST 3: the old master $master did not report the role slave within 30 s of the promotion\n";
+    or die "TEST 3: the old master $master did not report the role slave within 30 s of the promotion ("
+         . IdempotencyTest::sentinel_view($main::sentinel) . ")\n";
 --- request
 POST /sentinel/1
 x

@@ -93,10 +93,12 @@ sub failover_loses_the_claim {
     Test::More::is(IdempotencyTest::sentinel_failover($sentinel, 'mymaster'), 'OK',
                    "$key: the sentinel starts a failover");
     IdempotencyTest::wait_until(sub { (IdempotencyTest::sentinel_master_port() // 0) == $replica }, 10)
-        or die "$key: the sentinel did not name the replica $replica master within 10 s of the failover\n";
+        or die "$key: the sentinel did not name the replica $replica master within 10 s of the failover ("
+             . IdempotencyTest::sentinel_view($sentinel) . ")\n";
     # (its clients are killed as it is demoted: a ROLE that meets that is asked again)
     IdempotencyTest::wait_until(sub { (eval { IdempotencyTest::redis_command_at($first_master, 'ROLE')->[0] } // '') eq 'slave' }, 15)
-        or die "$key: the old master $first_master did not report the role slave within 15 s of the promotion\n";
+        or die "$key: the old master $first_master did not report the role slave within 15 s of the promotion ("
+             . IdempotencyTest::sentinel_view($sentinel) . ")\n";
     Test::More::is(IdempotencyTest::redis_command_at($replica, 'EXISTS', $rkey), 0, "$key: the new master has no claim");
 
     # Another request of the key, of another fingerprint: claims on the new master, executes, stores.

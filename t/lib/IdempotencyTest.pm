@@ -138,6 +138,9 @@
 #                             while the sentinel answers NOGOODSLAVE or
 #                             INPROG; "OK" once a failover starts, else dies
 #                             with the sentinel's last answer
+#   sentinel_view($sentinel, [$name])
+#                             one line of what the sentinel sees (master,
+#                             failover-state, replicas), for die messages
 #   nginx_post($uri, $key)    POSTs "x" to the nginx under test with the key;
 #                             returns the response's status code
 #   nginx_port()              the port Test::Nginx serves on
@@ -186,6 +189,7 @@ our @EXPORT = qw(
     start_trickle_proxy start_fake_redis
     redis_command_at start_redis_cluster cluster_owner cluster_node_stop cluster_node_start
     start_redis_sentinel sentinel_master_port nginx_post replica_caught_up sentinel_failover
+    sentinel_view
     tls_files start_redis_tls start_redis_cluster_tls start_redis_sentinel_tls
 );
 our @EXPORT_OK = qw(start read_response);
@@ -206,7 +210,7 @@ BEGIN {
                                      start_node find_redis_server find_redis_cli)],
         'Idem::RedisCluster'  => [qw(start_redis_cluster start_redis_cluster_tls cluster_owner)],
         'Idem::RedisSentinel' => [qw(start_redis_sentinel start_redis_sentinel_tls sentinel_master_port
-                                     replica_caught_up sentinel_failover)],
+                                     replica_caught_up sentinel_failover sentinel_view)],
         'Idem::TLS'           => [qw(tls_files start_redis_tls redis_tls_args make_cert openssl)],
         'Idem::Upstream'      => [qw(start_upstream upstream_port upstream_count upstream_log http_get)],
         'Idem::FaultProxy'    => [qw(start_trickle_proxy trickle_loop start_fake_redis)],

@@ -43,6 +43,13 @@
 #                       the sentinel's last answer if it never does. The
 #                       promotion itself is the caller's to await
 #                       (sentinel_master_port)
+#   sentinel_view($sentinel, [$name])
+#                       one line saying what the sentinel sees now: the
+#                       master's address, flags and failover-state, each
+#                       replica's flags and master-link-status (for die
+#                       messages: a failover the sentinel accepted can still
+#                       be aborted, e.g. when no replica qualifies as it
+#                       selects one)
 
 package Idem::RedisSentinel;
 
@@ -159,6 +166,18 @@ sub replica_caught_up {
         my ($ro) = (eval { redis_command_at($replica, 'INFO', 'replication') } // '') =~ /slave_repl_offset:(\d+)/;
         defined $mo && defined $ro && $mo == $ro;
     }, 10);
+}
+
+sub sentinel_view {
+    my ($sentinel, $name) = @_;
+    $name //= 'mymaster';
+    my $master = eval { redis_command_at($sentinel, 'SENTINEL', 'MASTER', $name) };
+    return "sentinel $sentinel: SENTINEL MASTER $name: " . ($@ =~ s/\n\z//r) unless ref $master eq 'ARRAY';
+    my %m = @$master;
+    return join '; ', "sentinel $sentinel: master $m{ip}:$m{port} flags $m{flags} failover-state "
+                      . ($m{'failover-state'} // 'none'),
+                  map { "replica $_->{name} flags $_->{flags} master-link-status $_->{'master-link-status'}" }
+                      sentinel_replicas($sentinel, $name);
 }
 
 sub sentinel_master_port {
