@@ -27,11 +27,16 @@
 // The leased store is `MULTI; PEXPIRETIME key; SET key record PX ttl XX
 // GET; EXEC`: it learns, atomically with the overwrite, what the key held
 // and until when. When any of the above did not hold and it replaced
-// another request's value, it puts that value back (fenced) with the very
-// expiry it had (PXAT), so the put-back never shortens — nor lengthens —
-// the life of what it restores; a stored record of our own fingerprint is
-// equal in meaning to ours and stays overwritten. Past the lease the fenced
-// script decides, as it always did.
+// another request's stored response (or marker), it puts that value back
+// (fenced) with the very expiry it had (PXAT), so the put-back never
+// shortens — nor lengthens — the life of what it restores; a stored record
+// of our own fingerprint is equal in meaning to ours and stays overwritten.
+// Another request's claim is not put back: ours stays. That request's
+// store then finds the key taken and stores nothing, and its retries are
+// answered from ours (or 422); a claim put back could outlive that store,
+// and its expiry would let a retry execute a third time for one loss
+// (docs/design.md#the-lease). Past the lease the fenced script decides, as
+// it always did.
 #pragma once
 
 #include <cstdint>

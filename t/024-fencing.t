@@ -9,8 +9,11 @@
 # another gateway's claim for the same request (as if the original's claim
 # had expired and that gateway had claimed the key, or Redis had lost it).
 # Within the claim's lease (lease.hpp) the original's store is a plain
-# SET ... XX GET that finds the other claim and puts it back; past the lease
-# the fenced script refuses it (TESTs 7 and 8).
+# SET ... XX GET that finds the other claim and replaces it for good: the
+# other claim is not put back, since a claim put back could outlive its
+# request's store and let a retry execute again (docs/design.md#the-lease);
+# a retry is answered from the stored response (TESTs 1 and 4). Past the
+# lease the fenced script refuses the store (TEST 8).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
@@ -75,6 +78,27 @@ sub late_store {
                "the other gateway's claim stays, the late response is not stored");
 }
 
+# The original's store within its lease, after a takeover: the other
+# gateway's claim is replaced by the original's response, which stays
+# (docs/design.md#the-lease: a claim is never put back).
+sub store_over_claim {
+    my ($port, $uri, $key) = @_;
+    my $rkey = IdempotencyTest::redis_key($key);
+    my $original = in_flight($uri, $key);
+    take_over($port, $rkey, 60000);
+    Test::More::is(read_response($original)->{status}, 201, "$key: the original's client gets the upstream's response");
+    my $kind = sub {
+        my $v = IdempotencyTest::redis_command_at($port, 'GET', $rkey);
+        defined $v && length($v) >= 5 ? ord(substr($v, 4, 1)) : 0;
+    };
+    Test::More::ok(IdempotencyTest::wait_until(sub { $kind->() == 2 }, 5),
+                   "$key: the original's response replaced the other claim");
+    Test::More::ok(IdempotencyTest::error_log_has('this response replaced that claim and stays', 5),
+                   "$key: and says so");
+    my $left = IdempotencyTest::redis_command_at($port, 'PTTL', $rkey);
+    Test::More::ok($left > 3_600_000 - 60_000, "$key: it lives idempotency_ttl: $left ms left");
+}
+
 # Counts, with INFO commandstats, the Redis commands of one new request
 # whose response is stored within its claim's lease: the claim and the
 # store, two SETs, and no script.
@@ -117,24 +141,26 @@ sub late_renewal {
 
 __DATA__
 
-=== TEST 1: Redis: a late store after a takeover is refused: the other claim stays, a retry gets 409
+=== TEST 1: Redis: a store within the lease after a takeover replaces the other claim for good, a retry replays
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config eval
 main::idem_location('idempotency_lock_ttl 10s')
 --- init
-main::late_store(IdempotencyTest::redis_port(), '/fence/store?sleep=1', 'fence-store');
+main::store_over_claim(IdempotencyTest::redis_port(), '/fence/store?sleep=1', 'fence-store');
 --- request
 POST /fence/store?sleep=1
 x
 --- more_headers
 Idempotency-Key: fence-store
---- error_code: 409
+--- error_code: 201
 --- response_headers
-X-Idempotency-Status: conflict
+X-Idempotency-Status: replayed
+Idempotent-Replayed: true
 --- error_log
-could not store the response: the claim had expired or was taken over
-within the claim's lease (Redis lost the claim, or its clock ran ahead): putting back what was there
+Redis lost the claim on
+--- no_error_log
+putting back
 
 
 === TEST 2: Redis: a late release after a takeover is refused: the upstream's 5xx does not free the other claim
@@ -170,23 +196,26 @@ GET /_count/fence/renew
 could not renew the claim: the claim had expired or was taken over
 
 
-=== TEST 4: Cluster: a late store after a takeover is refused: the other claim stays, a retry gets 409
+=== TEST 4: Cluster: a store within the lease after a takeover replaces the other claim for good, a retry replays
 --- http_config
 idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1;
 --- config eval
 main::idem_location('idempotency_lock_ttl 10s')
 --- init
-main::late_store(main::cluster_port('cfence-store'), '/cfence/store?sleep=1', 'cfence-store');
+main::store_over_claim(main::cluster_port('cfence-store'), '/cfence/store?sleep=1', 'cfence-store');
 --- request
 POST /cfence/store?sleep=1
 x
 --- more_headers
 Idempotency-Key: cfence-store
---- error_code: 409
+--- error_code: 201
 --- response_headers
-X-Idempotency-Status: conflict
+X-Idempotency-Status: replayed
+Idempotent-Replayed: true
 --- error_log
-could not store the response: the claim had expired or was taken over
+Redis lost the claim on
+--- no_error_log
+putting back
 
 
 === TEST 5: Cluster: a late release after a takeover is refused: the upstream's 5xx does not free the other claim

@@ -47,13 +47,17 @@ enum class LeasedStore {
     gone,         // nothing: the claim had expired, nothing was written
     same_intent,  // another request's stored response (or 410 marker) of our fingerprint, now replaced
                   // by ours: equal in meaning, nothing to put back
-    not_ours,     // another value, now overwritten: Redis lost our claim, or the lease did not hold
+    took_claim,   // another request's claim (of any fingerprint), now replaced by ours and not put
+                  // back: put back, it could outlive its request's store and let a retry execute
+                  // again (docs/design.md#the-lease)
+    not_ours,     // another stored value, now overwritten: Redis lost our claim, or the lease did
+                  // not hold; put back with the expiry it had
     unusable,     // an error or no reply: nothing is known
 };
 
 struct LeasedStoreReply {
     LeasedStore what;
-    std::string_view found;     // the value overwritten (stored, same_intent, not_ours)
+    std::string_view found;     // the value overwritten (stored, same_intent, took_claim, not_ours)
     long long expires_at = -1;  // not_ours: its expiry, Unix time in ms by Redis's clock; -1: none
 };
 
@@ -65,6 +69,14 @@ inline bool same_intent(std::string_view claim, std::string_view found) noexcept
     std::optional<Record> theirs = decode_record(found);
     return ours && theirs && ours->kind == RecordKind::claim && theirs->kind != RecordKind::claim
            && theirs->fingerprint == ours->fingerprint;
+}
+
+// A value read under our key is another request's claim: a claim record
+// that is not our own (`found` is already known not to equal it).
+inline bool another_claim(std::string_view found) noexcept
+{
+    std::optional<Record> theirs = decode_record(found);
+    return theirs && theirs->kind == RecordKind::claim;
 }
 
 // The EXEC's reply: [PEXPIRETIME's, SET ... GET's].
@@ -83,6 +95,7 @@ inline LeasedStoreReply read_leased_store_reply(const redisReply* reply, std::st
     case Bulk::string:
         out.what = out.found == claim || out.found == record ? LeasedStore::stored
                    : same_intent(claim, out.found)             ? LeasedStore::same_intent
+                   : another_claim(out.found)                  ? LeasedStore::took_claim
                                                                : LeasedStore::not_ours;
         out.expires_at = reply->element[0]->integer >= 0 ? reply->element[0]->integer : -1;
         break;

@@ -339,6 +339,19 @@ void ScriptCalls::leased_stored(ScriptCall* store, const redisReply* reply) noex
                       "request of the same key and fingerprint executed and stored its response; this response "
                       "replaces it", key.size(), key.data());
         break;
+    case LeasedStore::took_claim:
+        // Not put back (docs/design.md#the-lease): that request's store
+        // finds the key taken and stores nothing, so a claim put back would
+        // outlive it, and its expiry would let a retry execute once more.
+        // Ours stays, for idempotency_ttl: a retry of either request is
+        // answered from it (or 422 for another fingerprint).
+        ngx_log_error(NGX_LOG_ERR, log_, 0,
+                      "idempotency: Redis lost the claim on \"%*s\" while its request ran, and another request "
+                      "claimed the key; this response replaced that claim and stays: that request's store will "
+                      "find the key taken, and its retries are answered from this response, or 422 - never "
+                      "executed again",
+                      key.size(), key.data());
+        break;
     case LeasedStore::not_ours: {
         ngx_log_error(NGX_LOG_ERR, log_, 0,
                       "idempotency: the claim on \"%*s\" was not this request's when its response was stored "
@@ -392,12 +405,13 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
                           &self->server_.name, script.purpose, key.size(), key.data(), error.size(), error.data());
         }
     } else if (call->role == Role::restore) {
-        // The leased store took another request's claim; the log says
-        // what became of it, as for any store that lost its claim.
+        // The leased store overwrote another request's stored response
+        // (or marker); the log says what became of it, as for any store
+        // that lost its claim.
         ngx_log_error(NGX_LOG_WARN, self->log_, 0,
                       "idempotency: could not store the response: the claim had expired or was taken over; "
                       "%s", reply->type == REDIS_REPLY_INTEGER && reply->integer == 1
-                                ? "the other claim is back" : "the key has moved on since");
+                                ? "what was there is back" : "the key has moved on since");
     } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
         if (call->lease != nullptr && (call->role == Role::renewal || call->role == Role::keepalive)) {
             // The claim is gone: Redis lost it, so the lease's argument no

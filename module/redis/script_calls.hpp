@@ -32,7 +32,7 @@ constexpr int max_script_args = 6;
 class ScriptCalls;
 
 // What a script call is for. A response to store, a key to release and a
-// claim to put back are owed: the store tries them again after a transient
+// stored response to put back are owed: the store tries them again after a transient
 // failure, and an exit that leaves them undone is logged and counted. A
 // renewal by a running request is sent again after a lost reply; a renewal
 // that keeps the claim of a response being stored again is fire and

@@ -29,8 +29,9 @@ Script renew_script{
     "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
     "renew the claim", {}};
 
-// A store within the lease that overwrote another request's value
-// (lease.hpp) puts it back, unless the key has moved on since: ARGV[1] is
+// A store within the lease that overwrote another request's stored
+// response or marker (lease.hpp; never a claim) puts it back, unless the
+// key has moved on since: ARGV[1] is
 // the store's record, ARGV[2] the value, ARGV[3] when it expired (Unix ms,
 // by Redis's clock, as PEXPIRETIME read it atomically with the overwrite;
 // empty: never). Its expiry is restored as it was, to the millisecond.

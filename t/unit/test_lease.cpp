@@ -109,10 +109,18 @@ TEST(LeasedStoreReply, AnotherValueIsPutBackWithTheExpiryItHad)
     EXPECT_EQ(read(exec_reply(-1, bulk("OTHER"))).expires_at, -1);
 }
 
-TEST(LeasedStoreReply, AnotherRequestsClaimIsPutBackEvenOfOurFingerprint)
+TEST(LeasedStoreReply, AnotherRequestsClaimIsTakenNotPutBack)
 {
-    // in flight: its holder may still store, and does so fenced
-    EXPECT_EQ(read(exec_reply(5, bulk(claim_of(7, "another-token-00"))), claim_of(7)).what, LeasedStore::not_ours);
+    // Of our fingerprint or another: put back, it could outlive its
+    // request's store and let a retry execute again (docs/design.md#the-lease).
+    EXPECT_EQ(read(exec_reply(5, bulk(claim_of(7, "another-token-00"))), claim_of(7)).what, LeasedStore::took_claim);
+    EXPECT_EQ(read(exec_reply(5, bulk(claim_of(8, "another-token-00"))), claim_of(7)).what, LeasedStore::took_claim);
+    // whatever our own value looks like: what was found decides
+    EXPECT_EQ(read(exec_reply(5, bulk(claim_of(8))), "CLAIM").what, LeasedStore::took_claim);
+    // our own claim, byte for byte, is ours
+    EXPECT_EQ(read(exec_reply(5, bulk(claim_of(7))), claim_of(7)).what, LeasedStore::stored);
+    // a stored answer of another fingerprint is still put back
+    EXPECT_EQ(read(exec_reply(5, bulk(marker_of(8))), claim_of(7)).what, LeasedStore::not_ours);
 }
 
 TEST(LeasedStoreReply, AStoredAnswerOfOurFingerprintMeansWhatOursMeans)
