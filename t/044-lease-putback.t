@@ -5,8 +5,9 @@
 # response and must leave the key as the fenced path would have:
 #   - a stored response of the same fingerprint means what ours means: ours
 #     stays, for idempotency_ttl (TEST 1);
-#   - any other value is put back with the very expiry it had (TEST 2, and
-#     on a Redis Cluster TEST 5);
+#   - a stored response of another fingerprint is put back with the very
+#     expiry it had (TEST 2, and on a Redis Cluster TEST 5); another
+#     request's claim is not put back (t/054, docs/design.md#the-lease);
 #   - a renewal that finds the claim gone revokes the lease: the store goes
 #     fenced, and touches nothing (TEST 3);
 #   - the lease is judged when the store is written to the socket: a store
