@@ -6,6 +6,7 @@
 #   make deb-trixie         the same for Debian 13, built in a trixie root
 #   make matrix             the module built against nginx 1.22, 1.26 and 1.30, with and without debug
 #   make test-newest-nginx  the Test::Nginx suite against the newest nginx Debian serves, built here
+#   make verify   the claim protocol's model checked by SPIN (model/README.md)
 
 SHELL := /bin/bash
 
@@ -125,6 +126,14 @@ prove: $(MODULE)
 test: deps doc-check
 	$(MAKE) unit
 	$(MAKE) prove
+
+# The claim protocol's model (model/claim.pml), checked by SPIN: every
+# property must hold, every switch that reproduces a known defect must give
+# its counterexample (model/verify.sh; trails in build/model/).
+.PHONY: verify
+verify:
+	@command -v spin >/dev/null || scripts/install-deps.sh
+	model/verify.sh
 
 # Every relative link and #anchor in README.md, docs/*.md and t/README.md
 # resolves (scripts/check-doc-links.sh), and the benchmark's blocks in the

@@ -1,0 +1,526 @@
+/*
+ * model/claim.pml — the claim protocol for one key, as the module runs it on
+ * Redis, for SPIN. model/README.md says what is modelled, what is left out,
+ * the properties, and walks through the counterexamples.
+ *
+ * Each step names the function of module/ it stands for. Time is counted in
+ * ticks and kept relative (ages and time left), so that the state space is
+ * finite without a horizon.
+ *
+ * Switches (each reproduces a defect; `make verify` expects a trail):
+ *   PUTBACK_LOCK_TTL   the put-back restores with PX lock_ttl, not PXAT
+ *   NO_FENCE           the store script writes without checking the claim
+ *   RELEASE_EXECUTED   a request that may have reached the upstream releases
+ *   NO_MARGIN          the lease lasts the whole lock_ttl
+ *   PUTBACK_CLAIM      the put-back restores another request's claim too
+ * Configurations:
+ *   LOSS               Redis may fail over, once, to a replica that missed
+ *                      writes (or restart empty)
+ *   CLAIM_ONCE         check one execution, loss or not
+ *   SAME_FP            every request has the same fingerprint (otherwise
+ *                      request A's differs from B's and C's)
+ */
+
+/* ------------------------------------------------------------ parameters */
+
+#ifndef N
+#define N 3             /* requests for the key (A, B, C), each on its own gateway */
+#endif
+#define L 4             /* idempotency_lock_ttl */
+#define RT 1            /* idempotency_redis_timeout: a claim's answer is awaited this long, and a
+                           leased store runs on Redis within it of being sent (lease.hpp, assumption 2) */
+#ifndef DRIFT
+#define DRIFT 1
+#endif
+/* DRIFT: how far Redis's clock may run ahead of the gateways' (lease.hpp, assumption 1) */
+#ifdef NO_MARGIN
+#define MARGIN 0
+#else
+#define MARGIN (RT + DRIFT) /* lease_margin(): idempotency_redis_timeout + lock_ttl / 10 */
+#endif
+#define LEASE (L - MARGIN)  /* lease_end() - sent */
+#ifndef RENEWALS
+#define RENEWALS 1      /* on_renew: renewals a request sends while its upstream runs */
+#endif
+#define ATTEMPTS 2      /* ScriptCalls::failed: attempts at a store, release or put-back */
+#ifndef LOOKS
+#define LOOKS 1         /* wait.cpp look(): looks again of a request that found the key in flight */
+#endif
+#ifndef FULL
+#define FULL N          /* requests from this one on are retries that only claim and, if
+                           granted, execute: what a third request adds to the properties */
+#endif
+#ifndef FAULTS
+#define FAULTS 1        /* lost replies and commands dropped with their connection, in all */
+#endif
+#ifdef LOSS
+#define MAXLOSS 1
+#else
+#define MAXLOSS 0
+#endif
+#ifdef CLAIM_ONCE
+#define ALLOWED (1 + lapses)
+#else
+#define ALLOWED (1 + lapses + losses)
+#endif
+
+/* -------------------------------------------------------------- values */
+
+/* What the key may hold: nothing, request i's claim record (its token and
+ * fingerprint), its stored response, or its unreplayable marker (410). */
+#define EMPTY 0
+#define CLAIM(i) (1 + (i))
+#define REC(i) (4 + (i))
+#define MARK(i) (7 + (i))
+#define is_claim(v) ((v) >= 1 && (v) <= 3)
+#define is_record(v) ((v) >= 4)
+#define owner(v) (((v) - 1) % 3)
+#define NEVER 255       /* no expiry: idempotency_ttl outlives every run */
+#define NONE 255
+#define CAP (LEASE > RT -> LEASE : RT)  /* ages are counted up to here: beyond, nothing tells them apart */
+
+mtype = { SET_NX, RENEW, LEASED_STORE, STORE, RELEASE, RESTORE };
+
+/* ---------------------------------------------------------------- state */
+
+byte kv = EMPTY;        /* the key on the master */
+byte kexp = NEVER;      /* its time to live, by Redis's clock */
+unsigned seen : 10 = 1; /* the values the master's key has held (bit v): a replica that lags
+                           holds one of them, EMPTY when it never synced */
+byte drift;             /* how far Redis's clock has run ahead */
+byte losses;            /* failovers that lost writes */
+byte lapses;            /* claims that expired while their request held them */
+byte executions;        /* requests the upstream received */
+byte faults;
+byte ended;             /* requests that ended, with nothing owed to Redis */
+byte fp[N];             /* each request's fingerprint */
+bool held[N];           /* granted and not settled: its claim must live */
+bool executed[N];
+bool awaited[N];        /* its claim's answer is still awaited (not timed out) */
+byte age[N];            /* since its last claim (or look) was sent, up to CAP */
+byte lage[N];           /* since its leased store in flight was sent (NONE: none) */
+byte back[N];           /* the put-back's expiry, as time left (PEXPIRETIME read in the leased store) */
+
+/* one connection per gateway: commands and replies in order */
+chan to_redis[N] = [3] of { mtype, byte, byte };           /* op, value, ttl or value */
+chan from_redis[N] = [3] of { mtype, byte, bool };         /* op, value, lost */
+
+#define name(i) (65 + (i))  /* 'A', 'B', 'C' in the trail */
+
+/* -------------------------------------------------------------- Redis */
+
+/* Redis expires a key lazily, when a command touches it. A claim that
+ * expires while its request holds it is a lapse: its renewals did not land
+ * for lock_ttl (its gateway paused or died, or could not reach Redis). */
+inline expire() {
+    if
+    :: kv != EMPTY && kexp == 0 ->
+        if
+        :: is_claim(kv) && held[owner(kv)] -> lapses++;
+            printf("Redis: %c's claim expired while %c still held it (lapse)\n", name(owner(kv)), name(owner(kv)))
+        :: else -> printf("Redis: the key expired\n")
+        fi;
+        kv = EMPTY; kexp = NEVER
+    :: else
+    fi
+}
+
+/* Every write goes through here. Without data loss, a stored response (or
+ * marker) is never replaced by another value, nor has its life shortened. */
+inline write(v, e) {
+#ifndef LOSS
+    assert(!(is_record(kv) && (v != kv || e < kexp)));
+#endif
+    kv = v; kexp = e; remember()
+}
+
+/* (with LOSS: the values a lagging replica may hold) */
+inline remember() {
+#ifdef LOSS
+    if :: losses == 0 -> seen = seen | (1 << kv) :: else fi
+#else
+    skip
+#endif
+}
+
+inline reply(i, op, v) {
+    if
+    :: from_redis[i]!op, v, false
+    :: faults < FAULTS -> faults++; from_redis[i]!op, 0, true;
+        printf("Redis: ran %c's %e, its reply lost with the connection\n", name(i), op)
+    fi
+}
+
+/* One command of request i's connection, run atomically, as Redis runs a
+ * command, a script or a MULTI/EXEC block. */
+inline serve(i) {
+    to_redis[i]?op, a, b;
+    expire();
+    if
+    :: faults < FAULTS ->
+        /* the connection dropped before Redis read the command: not run */
+        faults++;
+        if :: op == LEASED_STORE -> lage[i] = NONE :: else fi;
+        from_redis[i]!op, 0, true;
+        printf("Redis: %c's %e dropped with the connection\n", name(i), op)
+    :: true ->
+        if
+        :: op == SET_NX ->
+            /* RedisStore::claim: SET key claim NX PX lock_ttl GET */
+            if
+            :: kv == EMPTY -> write(a, (i < FULL -> L : NEVER)); held[i] = awaited[i]; reply(i, op, EMPTY);
+                printf("Redis: SET NX grants %c the claim\n", name(i))
+            :: else -> reply(i, op, kv);
+                printf("Redis: SET NX finds the key taken (%d)\n", kv)
+            fi
+        :: op == RENEW ->
+            /* renew_script: PEXPIRE if the key holds the claim */
+            if
+            :: kv == CLAIM(i) -> write(kv, b); reply(i, op, 1)
+            :: else -> reply(i, op, 0)
+            fi
+        :: op == LEASED_STORE ->
+            /* ScriptCalls::render_store within the lease:
+             * MULTI; PEXPIRETIME key; SET key record PX ttl XX GET; EXEC */
+            lage[i] = NONE;
+#ifndef LOSS
+            /* the lease's argument: the store finds its own claim */
+            assert(kv == CLAIM(i) || kv == a);
+#endif
+            back[i] = kexp;
+            old = kv;
+            if
+            :: kv != EMPTY -> kv = a; kexp = NEVER; remember();
+                printf("Redis: %c's leased SET XX GET replaces %d with %c's record\n", name(i), old, name(i))
+            :: else -> printf("Redis: %c's leased SET XX finds nothing\n", name(i))
+            fi;
+            reply(i, op, old)
+        :: op == STORE ->
+            /* complete_script, the fenced store */
+#ifdef NO_FENCE
+            if
+            :: kv == a -> reply(i, op, 1)
+            :: else -> write(a, NEVER); reply(i, op, 1);
+                printf("Redis: %c's unfenced store writes %c's record\n", name(i), name(i))
+            fi
+#else
+            if
+            :: kv == CLAIM(i) -> write(a, NEVER); reply(i, op, 1);
+                printf("Redis: %c's fenced store writes %c's record\n", name(i), name(i))
+            :: kv == a -> reply(i, op, 1)
+            :: else -> reply(i, op, 0);
+                printf("Redis: %c's fenced store refused: the key is not its claim\n", name(i))
+            fi
+#endif
+        :: op == RELEASE ->
+            /* release_script */
+            if
+            :: kv == CLAIM(i) -> write(EMPTY, NEVER); reply(i, op, 1);
+                printf("Redis: %c's release deletes the key\n", name(i))
+            :: kv == EMPTY -> reply(i, op, 1)
+            :: else -> reply(i, op, 0)
+            fi
+        :: op == RESTORE ->
+            /* restore_script: put back b, expiring when it did (PXAT), if the
+             * key holds our record a */
+            if
+            :: kv == a ->
+#ifdef PUTBACK_LOCK_TTL
+                kv = b; kexp = L;
+#else
+                kv = b; kexp = back[i];
+#endif
+                remember(); reply(i, op, 1);
+                printf("Redis: %c puts back %d, to live %d more ticks\n", name(i), kv, kexp)
+            :: kv == b -> reply(i, op, 1)
+            :: else -> reply(i, op, 0)
+            fi
+        fi
+    fi
+}
+
+/* (Redis's scratch values, cleared after each command: not part of its state) */
+inline forget() { a = 0; b = 0; old = 0 }
+
+active proctype Redis() {
+    mtype op;
+    byte a, b, old;
+end:
+    do
+    :: atomic { nempty(to_redis[0]) -> serve(0); forget() }
+    :: atomic { nempty(to_redis[1]) -> serve(1); forget() }
+#if N > 2
+    :: atomic { nempty(to_redis[2]) -> serve(2); forget() }
+#endif
+    :: atomic { losses < MAXLOSS ->
+        /* a failover to a replica that missed the last writes, or a restart
+         * of an empty master: the key holds an earlier value (a claim of
+         * it lives any time up to lock_ttl more) */
+        losses++;
+        if
+        :: kv = EMPTY
+        :: seen & 2 -> kv = CLAIM(0)
+        :: seen & 4 -> kv = CLAIM(1)
+        :: seen & 8 -> kv = CLAIM(2)
+        :: seen & 16 -> kv = REC(0)
+        :: seen & 32 -> kv = REC(1)
+        :: seen & 64 -> kv = REC(2)
+        :: seen & 128 -> kv = MARK(0)
+        :: seen & 256 -> kv = MARK(1)
+        :: seen & 512 -> kv = MARK(2)
+        fi;
+        seen = 0;
+        if
+        :: is_claim(kv) ->
+            if
+            :: kexp = 1 :: kexp = 2 :: kexp = 3 :: kexp = L
+            fi
+        :: else -> kexp = NEVER
+        fi;
+        printf("Redis: fails over to a replica that missed the last writes: the key holds %d\n", kv) }
+    od
+}
+
+/* ------------------------------------------------------------------ time */
+
+inline count_down(t) { if :: t != NEVER && t > 0 -> t-- :: else fi }
+inline grow(t) { if :: t < CAP -> t++ :: else fi }
+inline grow_sent(t) { if :: t != NONE -> t++ :: else fi }
+
+/* A tick of every clock. It waits for a leased store in flight to run
+ * within RT of being sent (assumption 2). A drift tick runs Redis's clock
+ * alone, DRIFT ticks at most (assumption 1). */
+#define in_time(i) (lage[i] == NONE || lage[i] < RT)
+#if N > 2
+#define stores_in_time (in_time(0) && in_time(1) && in_time(2))
+#else
+#define stores_in_time (in_time(0) && in_time(1))
+#endif
+
+/* A tick is taken only when it changes something: a run in which every
+ * request waits for something that never comes then ends, and SPIN reports
+ * it as an invalid end state. */
+#define ticks(i) (age[i] < CAP || lage[i] != NONE || (back[i] != NEVER && back[i] > 0))
+#define redis_ticks (kexp != NEVER && kexp > 0)
+#if N > 2
+#define time_matters (ticks(0) || ticks(1) || ticks(2) || redis_ticks)
+#define redis_time_matters (redis_ticks || (back[0] != NEVER && back[0] > 0) || (back[1] != NEVER && back[1] > 0) || (back[2] != NEVER && back[2] > 0))
+#else
+#define time_matters (ticks(0) || ticks(1) || redis_ticks)
+#define redis_time_matters (redis_ticks || (back[0] != NEVER && back[0] > 0) || (back[1] != NEVER && back[1] > 0))
+#endif
+
+active proctype Clock() {
+    byte i;
+end:
+    do
+    :: atomic { stores_in_time && time_matters ->
+        for (i : 0 .. N - 1) { grow(age[i]); grow_sent(lage[i]); count_down(back[i]) };
+        count_down(kexp); i = 0;
+        printf("tick\n") }
+    :: atomic { drift < DRIFT && redis_time_matters -> drift++;
+        for (i : 0 .. N - 1) { count_down(back[i]) };
+        count_down(kexp); i = 0;
+        printf("tick of Redis's clock alone\n") }
+    od
+}
+
+/* --------------------------------------------------------------- requests */
+
+/* A renewal's or a keepalive's answer (ScriptCalls::on_script_reply): the
+ * claim found gone revokes the lease (Lease::revoke). */
+#define renewal_answered if :: !rl && x == 0 -> revoked = true :: else fi; x = 0; rl = false
+
+proctype Request(byte me) {
+    mtype op;
+    byte v, x, rec, tries, looks, renewals;
+    bool lost, rl, revoked, leased;
+
+claim:
+    /* claim_start -> RedisStore::claim: SET key claim NX PX lock_ttl GET */
+    atomic {
+        age[me] = 0; awaited[me] = true;
+        to_redis[me]!SET_NX, CLAIM(me), 0;
+        printf("%c sends SET NX\n", name(me))
+    }
+    if
+    :: from_redis[me]?SET_NX, v, lost
+    :: atomic { me < FULL && age[me] >= RT && empty(from_redis[me]) -> held[me] = false; awaited[me] = false;
+        printf("%c: no answer within idempotency_redis_timeout: 503\n", name(me)) }
+        /* on_claim_timeout: 503; RedisStore::abandon — on_claim_reply
+         * releases a late grant, or a claim whose reply was lost */
+        from_redis[me]?SET_NX, v, lost;
+        if
+        :: lost || v == EMPTY -> goto release
+        :: else -> goto done
+        fi
+    fi;
+    awaited[me] = false;
+    if
+    :: lost -> held[me] = false; goto release   /* on_claim_reply: 503, and the claim it may have been granted released */
+    :: !lost && v == EMPTY -> goto granted
+    :: !lost && is_claim(v) ->
+        if
+        :: looks < LOOKS -> looks++; goto claim   /* wait.cpp: the group looks again */
+        :: else -> printf("%c: 409\n", name(me)); goto done
+        fi
+    :: !lost && is_record(v) ->
+        /* keep_stored -> replay (same fingerprint), 410 for a marker, else 422 */
+        assert(executed[owner(v)]);
+        printf("%c: answered from %c's record or marker (%d)\n", name(me), name(owner(v)), v);
+        goto done
+    fi;
+
+granted:
+    v = 0;
+    if
+    :: me >= FULL -> atomic {
+        /* (a retry that only claims: its claim, written without expiry,
+         * stands for one renewed until its response is stored) */
+        executed[me] = true; executions++; held[me] = false;
+        printf("%c executes (execution %d)\n", name(me), executions);
+        assert(executions <= ALLOWED) }
+        goto done
+    :: else
+    fi;
+    /* claim_hold: renewals every lock_ttl / 3 */
+    if
+    :: held[me] = false; goto release
+        /* capture.cpp: the verdict says the upstream never got the request -> claim_release */
+    :: atomic {
+        executed[me] = true; executions++;
+        printf("%c executes (execution %d)\n", name(me), executions);
+        assert(executions <= ALLOWED)   /* at most once */
+       }
+    fi;
+    do
+    :: renewals < RENEWALS -> renewals++; to_redis[me]!RENEW, CLAIM(me), L   /* on_renew */
+    :: from_redis[me]?RENEW, x, rl -> renewal_answered
+    :: break                              /* the response ends: claim_stop_renewing */
+    od;
+    /* claim_complete with the record; claim_unreplayable sends the marker
+     * down the same path (in the model a marker is a record: Redis and the
+     * requests treat both alike, only the client's answer differs) */
+    rec = REC(me);
+#ifdef RELEASE_EXECUTED
+    if
+    :: held[me] = false; goto release
+    :: skip
+    fi;
+#endif
+
+store:
+    /* ScriptCalls::store -> render_store: the lease is judged as the store
+     * leaves, first attempt only */
+    atomic {
+        leased = tries == 0 && !revoked && age[me] < LEASE;
+        if
+        :: leased -> lage[me] = 0; to_redis[me]!LEASED_STORE, rec, 0;
+            printf("%c stores within its lease\n", name(me))
+        :: else -> to_redis[me]!STORE, rec, 0;
+            printf("%c stores, fenced\n", name(me))
+        fi
+    }
+    do
+    :: from_redis[me]?RENEW, x, rl -> renewal_answered
+    :: from_redis[me]?LEASED_STORE, v, lost -> break
+    :: from_redis[me]?STORE, v, lost -> break
+    od;
+    if
+    :: lost ->
+        if
+        :: tries + 1 < ATTEMPTS ->
+            /* ScriptCalls::failed, then on_retry_timer: a keepalive ahead of
+             * the store sent again, fenced */
+            tries++;
+            to_redis[me]!RENEW, CLAIM(me), L;
+            goto store
+        :: else -> goto owed_done         /* give_up: the claim expires */
+        fi
+    :: !lost && leased -> leased = false;
+        /* ScriptCalls::leased_stored */
+        if
+        :: v == CLAIM(me) || v == rec -> held[me] = false   /* stored */
+        :: v == EMPTY -> held[me] = false                   /* gone: nothing written */
+        :: is_record(v) && fp[owner(v)] == fp[me] -> held[me] = false   /* same intent: ours stays */
+#ifndef PUTBACK_CLAIM
+        :: is_claim(v) && v != CLAIM(me) -> held[me] = false
+            /* took_claim: another request's claim; ours stays, not put back */
+        :: is_record(v) && fp[owner(v)] != fp[me] ->
+#else
+        :: else ->
+#endif
+            /* not ours: put back what was there, as it was */
+            held[me] = false;
+            tries = 0; lost = false;
+            goto restore
+        fi
+    :: else -> held[me] = false; leased = false   /* the fenced script answered: stored (1) or not (0) */
+    fi;
+    v = 0; lost = false;
+    goto owed_done;
+
+restore:
+    /* restore_script, Role::restore, sent again after a lost reply */
+    to_redis[me]!RESTORE, rec, v;
+    do
+    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RESTORE, x, lost -> x = 0; break
+    od;
+    if
+    :: lost && tries + 1 < ATTEMPTS -> tries++; goto restore
+    :: else
+    fi;
+    v = 0; lost = false;
+    goto owed_done;
+
+release:
+    /* claim_release -> release_script, sent again after a lost reply */
+    tries = 0; v = 0; lost = false;
+release_again:
+    to_redis[me]!RELEASE, CLAIM(me), 0;
+    do
+    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RELEASE, x, lost -> x = 0; break
+    od;
+    if
+    :: lost && tries + 1 < ATTEMPTS -> tries++; goto release_again
+    :: else
+    fi;
+
+owed_done:
+    /* what is left on the connection: answers to renewals sent earlier */
+    do
+    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: empty(from_redis[me]) && empty(to_redis[me]) -> break
+    od;
+done:
+    atomic { v = 0; x = 0; rec = 0; tries = 0; looks = 0; renewals = 0; lost = false; rl = false;
+             revoked = false; leased = false; back[me] = NEVER; age[me] = CAP; ended++ }
+}
+
+/* ----------------------------------------------------- the end of the run */
+
+/* Once every request has ended, nothing is owed to Redis and no claim is
+ * left without an expiry: no key stays claimed for ever. */
+active proctype Finish() {
+    (ended == N);
+    assert(!is_claim(kv) || kexp != NEVER || owner(kv) >= FULL)
+}
+
+init {
+    atomic {
+        byte i;
+#ifdef SAME_FP
+        fp[0] = 1;
+#else
+        fp[0] = 2;
+#endif
+        fp[1] = 1;
+#if N > 2
+        fp[2] = 1;
+#endif
+        for (i : 0 .. N - 1) { lage[i] = NONE; back[i] = NEVER };
+        for (i : 0 .. N - 1) { run Request(i) }
+    }
+}
