@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check-doc-links.sh — every relative link in the documentation resolves:
-# README.md, docs/*.md and t/README.md (or the files named as arguments).
+# README.md, docs/*.md, t/README.md and model/README.md (or the files named as arguments).
 # A link [text](path), [text](path#anchor) or [text](#anchor) must name a
 # file or directory that exists, relative to the page, and an anchor must be
 # a heading of the target page (its GitHub slug: lower case, punctuation
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -eq 0 ]; then
-  set -- README.md docs/*.md t/README.md
+  set -- README.md docs/*.md t/README.md model/README.md
 fi
 status=0
 perl -CSD -e '
