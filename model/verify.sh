@@ -20,13 +20,13 @@ mkdir -p "$out"
 command -v spin >/dev/null || { echo "verify: spin is not installed (Debian package spin; scripts/install-deps.sh installs it)" >&2; exit 2; }
 command -v cc >/dev/null || { echo "verify: a C compiler is needed to build SPIN's verifier" >&2; exit 2; }
 
-# name | expect (pass or fail) | model flags | what it checks
+# name | expect (pass or fail) | model flags | what it checks (the longest first)
 checks=(
+  "loss-two|pass|-DN=2 -DLOSS -DLOOKS=0|two requests, one failover that loses writes, lost replies: at most one execution more"
+  "loss-three|pass|-DN=3 -DFULL=2 -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|three requests, one failover that loses writes: at most one execution more"
   "two-requests|pass|-DN=2|two requests, lost replies and dropped commands, renewals, a look, Redis's clock ahead: every property"
   "three-requests|pass|-DN=3 -DFULL=2 -DRENEWALS=0 -DLOOKS=0|three requests (the third a retry that claims and executes), no faults: every property"
-  "loss-two|pass|-DN=2 -DLOSS|two requests, one failover that loses writes, lost replies: at most one execution more"
   "loss-two-same|pass|-DN=2 -DLOSS -DSAME_FP -DFAULTS=0|two requests of one fingerprint, one failover that loses writes: at most one execution more"
-  "loss-three|pass|-DN=3 -DFULL=2 -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|three requests, one failover that loses writes: at most one execution more"
   "exception|fail|-DN=2 -DLOSS -DCLAIM_ONCE -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0|a failover that misses the claim: two executions"
   "putback-lock-ttl|fail|-DN=3 -DFULL=2 -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0 -DPUTBACK_LOCK_TTL|the put-back with PX lock_ttl: a third execution"
   "putback-claim|fail|-DN=3 -DFULL=2 -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0 -DPUTBACK_CLAIM|another request's claim put back: a third execution"
