@@ -67,11 +67,11 @@
 /* -------------------------------------------------------------- values */
 
 /* What the key may hold: nothing, request i's claim record (its token and
- * fingerprint), its stored response, or its unreplayable marker (410). */
+ * fingerprint), or its stored response — or its unreplayable marker (410),
+ * which Redis and the requests treat as a stored response. */
 #define EMPTY 0
 #define CLAIM(i) (1 + (i))
 #define REC(i) (4 + (i))
-#define MARK(i) (7 + (i))
 #define is_claim(v) ((v) >= 1 && (v) <= 3)
 #define is_record(v) ((v) >= 4)
 #define owner(v) (((v) - 1) % 3)
@@ -85,7 +85,7 @@ mtype = { SET_NX, RENEW, LEASED_STORE, STORE, RELEASE, RESTORE };
 
 byte kv = EMPTY;        /* the key on the master */
 byte kexp = NEVER;      /* its time to live, by Redis's clock */
-unsigned seen : 10 = 1; /* the values the master's key has held (bit v): a replica that lags
+unsigned seen : 7 = 1;  /* the values the master's key has held (bit v): a replica that lags
                            holds one of them, EMPTY when it never synced */
 byte drift;             /* how far Redis's clock has run ahead */
 byte losses;            /* failovers that lost writes */
@@ -265,9 +265,6 @@ end:
         :: seen & 16 -> kv = REC(0)
         :: seen & 32 -> kv = REC(1)
         :: seen & 64 -> kv = REC(2)
-        :: seen & 128 -> kv = MARK(0)
-        :: seen & 256 -> kv = MARK(1)
-        :: seen & 512 -> kv = MARK(2)
         fi;
         seen = 0;
         if
