@@ -90,15 +90,8 @@ sub failover_loses_the_claim {
     # (asked again while the sentinel answers that it cannot start one yet,
     # NOGOODSLAVE or INPROG, as on a loaded machine; dies with its last
     # answer after 30 s)
-    Test::More::is(IdempotencyTest::sentinel_failover($sentinel, 'mymaster'), 'OK',
-                   "$key: the sentinel starts a failover");
-    IdempotencyTest::wait_until(sub { (IdempotencyTest::sentinel_master_port() // 0) == $replica }, 10)
-        or die "$key: the sentinel did not name the replica $replica master within 10 s of the failover ("
-             . IdempotencyTest::sentinel_view($sentinel) . ")\n";
-    # (its clients are killed as it is demoted: a ROLE that meets that is asked again)
-    IdempotencyTest::wait_until(sub { (eval { IdempotencyTest::redis_command_at($first_master, 'ROLE')->[0] } // '') eq 'slave' }, 15)
-        or die "$key: the old master $first_master did not report the role slave within 15 s of the promotion ("
-             . IdempotencyTest::sentinel_view($sentinel) . ")\n";
+    Test::More::is(IdempotencyTest::switch_master(sentinel => $sentinel, old => $first_master, new => $replica,
+                                                  within => 15), 'OK', "$key: the sentinel starts a failover");
     Test::More::is(IdempotencyTest::redis_command_at($replica, 'EXISTS', $rkey), 0, "$key: the new master has no claim");
 
     # Another request of the key, of another fingerprint: claims on the new master, executes, stores.

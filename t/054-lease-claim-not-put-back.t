@@ -58,13 +58,6 @@ sub post {
     return $sock;
 }
 
-# The kind byte of the record under $rkey: 1 claim, 2 response; 0 none.
-sub kind {
-    my ($rkey) = @_;
-    my $v = IdempotencyTest::redis_command('GET', $rkey);
-    return defined $v && length($v) >= 5 ? ord(substr($v, 4, 1)) : 0;
-}
-
 sub redis_now_ms {
     my $t = IdempotencyTest::redis_command('TIME');
     return $t->[0] * 1000 + int($t->[1] / 1000);
@@ -76,7 +69,7 @@ sub claim_taken {
     my $a = post($uri, $key, 'a', 0.6);
     IdempotencyTest::redis_command('DEL', $rkey) or die "$key: no claim of A's to lose\n";
     my $b = post($uri, $key, 'b', 2);
-    kind($rkey) == 1 or die "$key: B's claim is not under the key\n";
+    (IdempotencyTest::stored_kind($rkey) // '') eq 'claim' or die "$key: B's claim is not under the key\n";
     # until when B's claim lived (by Redis's clock), had it been put back
     my $b_expiry = IdempotencyTest::redis_command('PEXPIRETIME', $rkey);
     IdempotencyTest::redis_command('CLIENT', 'PAUSE', 10_000, 'WRITE');
@@ -92,7 +85,7 @@ sub claim_taken {
     # past the moment B's claim, put back, would have expired
     IdempotencyTest::wait_until(sub { redis_now_ms() > $b_expiry + 100 }, 10)
         or die "$key: Redis's clock never passed $b_expiry\n";
-    Test::More::is(kind($rkey), 2, "$key: the key holds a response, not B's claim");
+    Test::More::is(IdempotencyTest::stored_kind($rkey), 'response', "$key: the key holds a response, not B's claim");
     Test::More::like(IdempotencyTest::redis_command('GET', $rkey) // '', qr/"execution":1\b/,
                      "$key: A's response");
     my $left = IdempotencyTest::redis_command('PTTL', $rkey);

@@ -64,7 +64,9 @@
 #   error_log_has($text, [$secs])
 #                             (not exported) waits until nginx's error log
 #                             has a line with $text; true when it has
-#   stored_kind($redis_key)   what the module keeps there: undef, 'claim',
+#   stored_kind($redis_key, [$at])
+#                             what the module keeps there (on the test Redis,
+#                             or the node at port $at): undef, 'claim',
 #                             'response', 'unreplayable' or 'foreign'
 #   send_request($raw)        writes a raw HTTP request to the nginx under
 #                             test and returns the open socket: the test
@@ -133,11 +135,12 @@
 #   replica_caught_up($master, $replica)
 #                             waits (up to 10 s) until the replica has
 #                             everything the master wrote; true when it has
-#   sentinel_failover($sentinel, [$name])
-#                             SENTINEL FAILOVER, asked again (up to 30 s)
-#                             while the sentinel answers NOGOODSLAVE or
-#                             INPROG; "OK" once a failover starts, else dies
-#                             with the sentinel's last answer
+#   switch_master(sentinel => .., old => .., new => .., [name], [within])
+#                             SENTINEL FAILOVER (asked again while the
+#                             sentinel answers NOGOODSLAVE or INPROG), then
+#                             the promotion of port `new` and the demotion
+#                             of `old` awaited; "OK", else dies saying what
+#                             the sentinel saw
 #   sentinel_view($sentinel, [$name])
 #                             one line of what the sentinel sees (master,
 #                             failover-state, replicas), for die messages
@@ -188,8 +191,8 @@ our @EXPORT = qw(
     redis_key stored_kind send_request start_in_flight nginx_port test_nginx_defaults
     start_trickle_proxy start_fake_redis
     redis_command_at start_redis_cluster cluster_owner cluster_node_stop cluster_node_start
-    start_redis_sentinel sentinel_master_port nginx_post replica_caught_up sentinel_failover
-    sentinel_view
+    start_redis_sentinel sentinel_master_port nginx_post replica_caught_up sentinel_view
+    switch_master
     tls_files start_redis_tls start_redis_cluster_tls start_redis_sentinel_tls
 );
 our @EXPORT_OK = qw(start read_response);
@@ -210,7 +213,7 @@ BEGIN {
                                      start_node find_redis_server find_redis_cli)],
         'Idem::RedisCluster'  => [qw(start_redis_cluster start_redis_cluster_tls cluster_owner)],
         'Idem::RedisSentinel' => [qw(start_redis_sentinel start_redis_sentinel_tls sentinel_master_port
-                                     replica_caught_up sentinel_failover sentinel_view)],
+                                     replica_caught_up sentinel_view switch_master)],
         'Idem::TLS'           => [qw(tls_files start_redis_tls redis_tls_args make_cert openssl)],
         'Idem::Upstream'      => [qw(start_upstream upstream_port upstream_count upstream_log http_get)],
         'Idem::FaultProxy'    => [qw(start_trickle_proxy trickle_loop start_fake_redis)],
@@ -276,8 +279,8 @@ sub error_log_has {
 
 
 sub stored_kind {
-    my ($rkey) = @_;
-    my $value = redis_command('GET', $rkey);
+    my ($rkey, $at) = @_;
+    my $value = defined $at ? redis_command_at($at, 'GET', $rkey) : redis_command('GET', $rkey);
     return undef unless defined $value;
     return 'foreign' unless length($value) >= 5 && substr($value, 0, 4) eq "IDM\x01";
     my $kind = ord(substr($value, 4, 1));

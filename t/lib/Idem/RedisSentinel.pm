@@ -43,6 +43,13 @@
 #                       the sentinel's last answer if it never does. The
 #                       promotion itself is the caller's to await
 #                       (sentinel_master_port)
+#   switch_master(sentinel => $s, old => $port, new => $port, [name => $n],
+#                 [within => $secs])
+#                       sentinel_failover, then waits (up to `within` s,
+#                       default 30) until the sentinel names port `new`
+#                       master and the old master (its plain port `old`)
+#                       reports the role slave; dies with sentinel_view
+#                       otherwise; returns sentinel_failover's "OK"
 #   sentinel_view($sentinel, [$name])
 #                       one line saying what the sentinel sees now: the
 #                       master's address, flags and failover-state, each
@@ -166,6 +173,22 @@ sub replica_caught_up {
         my ($ro) = (eval { redis_command_at($replica, 'INFO', 'replication') } // '') =~ /slave_repl_offset:(\d+)/;
         defined $mo && defined $ro && $mo == $ro;
     }, 10);
+}
+
+sub switch_master {
+    my (%o) = @_;
+    my ($sentinel, $name, $old, $new) = @o{qw(sentinel name old new)};
+    $name //= 'mymaster';
+    my $within = $o{within} // 30;
+    my $answer = sentinel_failover($sentinel, $name);
+    Idem::Wait::wait_until(sub { (sentinel_master_port($name, $sentinel) // 0) == $new }, $within)
+        or die "Idem::RedisSentinel: the sentinel $sentinel did not name $new master of $name within $within s "
+             . "of the failover (" . sentinel_view($sentinel, $name) . ")\n";
+    # its clients are killed as it is demoted: a ROLE that meets that is asked again
+    Idem::Wait::wait_until(sub { (eval { redis_command_at($old, 'ROLE')->[0] } // '') eq 'slave' }, $within)
+        or die "Idem::RedisSentinel: the old master $old did not report the role slave within $within s "
+             . "of the promotion (" . sentinel_view($sentinel, $name) . ")\n";
+    return $answer;
 }
 
 sub sentinel_view {
