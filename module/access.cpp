@@ -16,10 +16,12 @@
 #include "capture.hpp"
 #include "claim.hpp"
 #include "client_gone.hpp"
+#include "feed.hpp"
 #include "key.hpp"
 #include "request_ctx.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
+#include "join.hpp"
 #include "problem.hpp"
 #include "replay.hpp"
 #include "send.hpp"
@@ -33,6 +35,7 @@ void cleanup(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
     claim_stop_waiting(ctx);
+    feed_leave(ctx);
     capture_settle(ctx);
     count_outcome(ctx->outcome);
 }
@@ -101,6 +104,9 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
     if (ctx->state == RequestState::granted) {
         capture_begin(ctx);
         return NGX_DECLINED;
+    }
+    if (ctx->outcome == Outcome::joined) {
+        return join_send(r, ctx);
     }
     enter(ctx, RequestState::answered);
 

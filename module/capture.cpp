@@ -29,6 +29,7 @@
 #include "capture_headers.hpp"
 #include "client_gone.hpp"
 #include "disposition.hpp"
+#include "feed.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
 #include "upstream_attempts.hpp"
@@ -51,6 +52,14 @@ void free_record(RequestCtx* ctx)
 {
     ngx_free(ctx->capture.record);
     ctx->capture.record = nullptr;
+}
+
+// The live response ends (how): its followers are told.
+void end_feed(RequestCtx* ctx, LiveEnd how)
+{
+    if (ctx->capture.feed != nullptr) {
+        feed_end(std::exchange(ctx->capture.feed, nullptr), how);
+    }
 }
 
 // The capture is over: the claim was settled (or is about to be).
@@ -108,15 +117,20 @@ void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
     }
     char* to = reserve(r, ctx, static_cast<size_t>(size));
     if (to == nullptr) {
+        end_feed(ctx, LiveEnd::cut);
         return;
     }
     if (ngx_buf_in_memory(b)) {
         std::memcpy(to, b->pos, static_cast<size_t>(size));
     } else if (ngx_read_file(b->file, reinterpret_cast<u_char*>(to), static_cast<size_t>(size), b->file_pos) != size) {
         ctx->capture.oversize = true;  // cannot keep it: same outcome as too large
+        end_feed(ctx, LiveEnd::aborted);
         return;
     }
     ctx->capture.body_size += static_cast<size_t>(size);
+    if (ctx->capture.feed != nullptr) {
+        feed_body(ctx->capture.feed, {to, static_cast<size_t>(size)});
+    }
 }
 
 // The last byte has passed: store the record (or the marker of a response
@@ -124,6 +138,7 @@ void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
 // it is written right before the body, whatever its size.
 void finish(ngx_http_request_t* r, RequestCtx* ctx)
 {
+    end_feed(ctx, LiveEnd::complete);
     if (!holds_claim(ctx)) {
         return;
     }
@@ -240,6 +255,9 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     // so a ranged response could not be recorded whole: a kept response is
     // sent whole, as are its replays (Range is defined for GET alone).
     r->allow_ranges = 0;
+    // duplicates that wait for it join it from here on (feed.hpp)
+    ctx->capture.feed = feed_publish(ctx, static_cast<std::uint16_t>(ctx->response_status), headers,
+                                     ctx->capture.headers.nelts, ResponseExtras{response_flags(r)});
 
     ngx_int_t rc = next_header_filter(r);
     if (rc == NGX_ERROR && r->connection->error) {
@@ -337,8 +355,9 @@ ngx_int_t upper_header_filter(ngx_http_request_t* r)
 bool is_replay(ngx_http_request_t* r)
 {
     auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
-    return ctx != nullptr && ctx->stored != nullptr
-           && (ctx->outcome == Outcome::replayed || ctx->outcome == Outcome::waited);
+    return ctx != nullptr
+           && (ctx->outcome == Outcome::joined
+               || (ctx->stored != nullptr && (ctx->outcome == Outcome::replayed || ctx->outcome == Outcome::waited)));
 }
 
 ngx_int_t upper_body_filter(ngx_http_request_t* r, ngx_chain_t* in)
@@ -380,6 +399,7 @@ void capture_begin(RequestCtx* ctx) noexcept
 // otherwise free it for the retry.
 void capture_settle(RequestCtx* ctx) noexcept
 {
+    end_feed(ctx, LiveEnd::aborted);  // the response never completed
     free_record(ctx);
     claim_stop_renewing(ctx);
     if (!holds_claim(ctx)) {

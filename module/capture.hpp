@@ -10,6 +10,7 @@
 namespace idem {
 
 struct RequestCtx;
+struct Feed;
 
 // Where a claimed request's body is recorded: at the upper filter point
 // when no filter in between changes it, else at the lower.
@@ -28,6 +29,7 @@ struct Capture {
     size_t head_size;               // room kept for the head, before the body
     size_t body_size;
     size_t capacity;                // for the body
+    Feed* feed;                     // the response published live (feed.hpp), until it ends
 };
 
 // Postconfiguration of the capture module: the filters of the lower point,

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <utility>
 
+#include "feed.hpp"
 #include "key.hpp"
 #include "lease.hpp"
 #include "log_limit.hpp"
@@ -142,6 +143,9 @@ void on_renew(ngx_event_t* ev)
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->claim.key);
     ctx->claim.store->renew(view(ctx->claim.key), view(ctx->claim.record), ctx->conf->lock_ttl, ctx->claim.lease);
+    if (ctx->capture.feed != nullptr) {
+        feed_renew(ctx->capture.feed);  // the live log lives as long as the claim
+    }
     ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
@@ -199,6 +203,9 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
                    &ctx->claim.key, name.size(), name.data(), ctx->wait.waited ? ", after waiting" : "");
 #endif
     Outcome outcome = result.outcome;
+    if (outcome != Outcome::conflict) {
+        feed_leave(ctx);  // no longer watching an original's response
+    }
     switch (outcome) {
     case Outcome::fresh:
         if (grant != nullptr) {  // all claim records have the same size
@@ -215,10 +222,15 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
         }
         break;
     case Outcome::conflict:  // the original is in flight
+        if (ctx->conf->wait != 0 && feed_follow(ctx, result.stored)) {
+            outcome = Outcome::joined;  // it is answering already: join it (join.cpp)
+            break;
+        }
         if (wait_for_original(ctx, answered)) {
-            enter(ctx, RequestState::waiting);
+            enter(ctx, RequestState::waiting);  // and watch for its answer to begin (feed.cpp)
             return;
         }
+        feed_leave(ctx);
         break;
     default:  // the store logged what was not usable; 410 and 422 never execute again
         break;
@@ -303,6 +315,13 @@ void claim_key(RequestCtx* ctx) noexcept
     enter(ctx, RequestState::claiming);
     set_event(ctx->claim.timer, on_claim_timeout, ctx, r->connection->log);
     ngx_add_timer(&ctx->claim.timer, conf->redis_timeout);
+}
+
+void claim_joined(RequestCtx* ctx) noexcept
+{
+    claim_stop_waiting(ctx);
+    set_outcome(ctx, Outcome::joined);
+    resume(ctx->request);
 }
 
 void claim_stop_waiting(RequestCtx* ctx) noexcept

@@ -36,6 +36,9 @@ bool make_claim_record(RequestCtx* ctx) noexcept;
 // Claims ctx->claim.key in the location's store (or reads what holds it);
 // the answer sets ctx->outcome and runs the request's phases again.
 void claim_key(RequestCtx* ctx) noexcept;
+// The original's response began while the request waited for it: the
+// request stops waiting and joins it (Outcome::joined).
+void claim_joined(RequestCtx* ctx) noexcept;
 // The request goes away: no more waiting for the store's answer.
 void claim_stop_waiting(RequestCtx* ctx) noexcept;
 

@@ -40,6 +40,8 @@ constexpr SimpleCounter simple_counters[] = {
     {Counter::redis_reconnects, "idempotency_redis_reconnects_total", "Connections to Redis made again after a failure."},
     {Counter::redis_tls_failures, "idempotency_redis_tls_failures_total",
      "TLS handshakes with Redis, or checks of its certificate, that failed."},
+    {Counter::live_logs_given_up, "idempotency_live_logs_given_up_total",
+     "Live logs given up because an append failed: their followers in other workers or gateways were cut off."},
     {Counter::stored_responses, "idempotency_stored_responses_total", "Records handed to the store for storing (responses and markers)."},
     {Counter::stored_bytes, "idempotency_stored_bytes_total", "Bytes of the records handed to the store for storing."},
 };

@@ -19,6 +19,7 @@ enum class Counter : unsigned {
     abandoned_stores, abandoned_releases,  // owed to Redis, given up after retrying or at worker exit
     stores_kept_for_memory,  // responses Redis refused for memory (OOM), their claims kept for idempotency_ttl
     redis_tls_failures,  // TLS handshakes or certificate checks that failed
+    live_logs_given_up,  // live logs whose appends failed (feed.cpp)
     count_,
 };
 

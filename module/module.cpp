@@ -11,6 +11,7 @@
 #include "request_ctx.hpp"
 #include "conf_util.hpp"
 #include "disposition.hpp"
+#include "feed.hpp"
 #include "key_space.hpp"
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"
@@ -370,6 +371,7 @@ ngx_int_t init_process(ngx_cycle_t* cycle)
 
 void exit_process(ngx_cycle_t* cycle)
 {
+    feeds_exit();  // before the stores: a feed abandons what it has in flight
     redis::stop_worker_stores(cycle);
 }
 

@@ -33,6 +33,7 @@ constexpr OutcomeInfo outcomes[outcome_count] = {
      {"response-unverifiable", "Stored response failed verification",
       "The stored response for this idempotency key failed its integrity check and is not replayed. The request is "
       "not executed again."}},
+    {"joined", Outcome::joined, 0, 0, {}},
 };
 
 // Each row that is a series of its own sits at its outcome's index; a row

@@ -10,6 +10,8 @@
 // point, so that SSI, addition and sub_filter do not run again.
 
 #include "replay.hpp"
+
+#include "join.hpp"
 #include "send.hpp"
 
 namespace idem {
@@ -109,7 +111,9 @@ bool keep_where_nginx_does(ngx_http_request_t* r, ngx_table_elt_t* h, std::strin
     return true;
 }
 
-ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
+}  // namespace
+
+ngx_int_t set_replay_headers(ngx_http_request_t* r, const Record& record) noexcept
 {
     r->headers_out.status = record.status;
 
@@ -147,6 +151,18 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
         r->gzip_ok = 1;
     }
 #endif
+    return NGX_OK;
+}
+
+namespace {
+
+ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
+{
+    ngx_int_t rc = set_replay_headers(r, record);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+    Header h;
     HeaderReader trailers = HeaderReader::trailers(record);
     while (trailers.next(h)) {
         if (push_header(r->headers_out.trailers, h.name, h.value) == nullptr) {
@@ -154,7 +170,10 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
         }
     }
 
-    return send_whole_body(r, record.body, record.trailer_count != 0 || r->expect_trailers);
+    // a reconnecting event stream gets what follows its last event
+    std::string_view body = record.body;
+    body.remove_prefix(resume_offset(r, body));
+    return send_whole_body(r, body, record.trailer_count != 0 || r->expect_trailers);
 }
 
 }  // namespace

@@ -5,6 +5,11 @@
 
 namespace idem {
 
+// Sets the response's status and headers as `record` has them, plus
+// Idempotent-Replayed, and treats it as nginx treated the original (a
+// joiner's head too: join.cpp). NGX_OK, or the status to finalize with.
+ngx_int_t set_replay_headers(ngx_http_request_t* r, const Record& record) noexcept;
+
 // Sends ctx->stored, the response the claim found.
 ngx_int_t replay(ngx_http_request_t* r, RequestCtx* ctx);
 

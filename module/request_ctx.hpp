@@ -11,6 +11,7 @@
 #include "claim.hpp"
 #include "client_gone.hpp"
 #include "conf.hpp"
+#include "join.hpp"
 #include "outcome.hpp"
 #include "wait.hpp"
 #include "store.hpp"
@@ -28,6 +29,7 @@ namespace idem {
 //                                                           v
 //                                                      uncaptured -> settled
 //   checking_key, reading_body, claiming, waiting -> decided -> answered
+//   claiming, waiting -> decided -> joining -> answered
 //   granted -> settled (the request ends before it is forwarded)
 //
 //   checking_key  created: the key is looked for and checked (access.cpp);
@@ -53,6 +55,9 @@ namespace idem {
 //                 -> drained.
 //   uncaptured    forwarded with the claim held, but without memory to
 //                 follow the response: -> settled when the request ends.
+//   joining       decided to join the original's response as it streams
+//                 (Outcome::joined, join.cpp): sent each byte as it comes;
+//                 -> answered when it ends.
 //   answered      the module answered (replay, problem) or let the request
 //                 pass (idempotency_fail_open, 409 to error_page). Final.
 //   settled       the claim was settled (stored, marked unreplayable, or
@@ -71,6 +76,7 @@ enum class RequestState : std::uint8_t {
     forwarded,
     client_gone,
     uncaptured,
+    joining,
     answered,
     settled,
     drained,
@@ -80,7 +86,8 @@ constexpr const char* state_name(RequestState s) noexcept
 {
     constexpr const char* names[] = {"checking_key", "reading_body", "claiming",   "waiting",
                                      "granted",      "decided",      "forwarded",  "client_gone",
-                                     "uncaptured",   "answered",     "settled",    "drained"};
+                                     "uncaptured",   "joining",      "answered",   "settled",
+                                     "drained"};
     return names[static_cast<unsigned>(s)];
 }
 
@@ -112,6 +119,7 @@ struct RequestCtx {
     Wait wait;             // wait.hpp: idempotency_wait
     Capture capture;       // capture.hpp: the response record being built
     ClientGuard client;    // client_gone.hpp: the handlers wrapped against client aborts
+    Join join;             // join.hpp: the original's response followed live
 };
 
 // The request's context, also after an internal redirect wiped nginx's

@@ -55,6 +55,19 @@ PendingOp* new_pending(Store* store, std::string_view key, std::string_view clai
     return op;
 }
 
+LiveOp* new_live_op(Store* store, std::string_view key, std::string_view bytes, LiveCallback callback, void* data,
+                    ngx_log_t* log) noexcept
+{
+    const std::string_view args[] = {key, bytes};
+    auto* op = new_with_args<LiveOp>(args, 2, log);
+    if (op != nullptr) {
+        op->store = store;
+        op->callback = callback;
+        op->data = data;
+    }
+    return op;
+}
+
 Lease* new_lease(std::uint64_t end, ngx_log_t* log) noexcept
 {
     auto* lease = static_cast<Lease*>(ngx_alloc(sizeof(Lease), log));

@@ -36,6 +36,26 @@ struct ClaimResult {
 
 using ClaimCallback = void (*)(void* data, const ClaimResult& result);
 
+// A live log's operation answered (docs/design.md#live-join): `done` with
+// the bytes read (a read; valid during the callback only), or the append
+// made; `gone` when the log does not exist (a read) or does not end where
+// the append was to go (an append); `failed` when the store cannot say.
+enum class LiveStatus : std::uint8_t { done, gone, failed };
+using LiveCallback = void (*)(void* data, LiveStatus status, std::string_view bytes);
+
+// A live log's operation in flight; the callback is not run once it is
+// abandoned (Store::live_abandon).
+struct LiveOp {
+    Store* store;
+    LiveCallback callback;  // nullptr once abandoned
+    void* data;
+    std::uint64_t at;       // where the read starts, or where the append goes
+    std::uint64_t ttl_ms;   // an append's: the log lives this long after it
+    bool append;
+    ngx_event_t event;      // a store that answers on the next event-loop turn (the zone)
+    OwnedArgs<2> args;      // the log's key, an append's bytes
+};
+
 // Who waits for a claim, and how to judge the record it finds; every store
 // keeps one with each claim in flight.
 struct ClaimWaiter {
@@ -106,7 +126,26 @@ public:
     // that is gone revokes `lease` (nullptr: none).
     virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
                        Lease* lease) noexcept = 0;
+
+    // Live logs (docs/design.md#live-join): the bytes an original publishes
+    // under a key of its own while its response streams, for duplicates in
+    // other workers and gateways to follow. An append lands only where the
+    // log ends now (`at`: 0 makes the log), and the log then lives ttl_ms;
+    // a read gives the log's bytes from `at` on. nullptr when the store
+    // cannot be reached now; otherwise the callback runs once, unless the
+    // operation is abandoned.
+    virtual LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes,
+                                std::uint64_t ttl_ms, LiveCallback callback, void* data) noexcept = 0;
+    virtual LiveOp* live_read(std::string_view key, std::uint64_t at, LiveCallback callback,
+                              void* data) noexcept = 0;
+    virtual void live_abandon(LiveOp* op) noexcept = 0;
+    // The log lives ttl_ms from now (fire and forget; 0: it goes now).
+    virtual void live_expire(std::string_view key, std::uint64_t ttl_ms) noexcept = 0;
 };
+
+// Freed with ngx_free; nullptr when out of memory.
+LiveOp* new_live_op(Store* store, std::string_view key, std::string_view bytes, LiveCallback callback, void* data,
+                    ngx_log_t* log) noexcept;
 
 // A lease ending at `end` (lease.hpp), held once by its creator;
 // nullptr when out of memory (the request's stores then go fenced).

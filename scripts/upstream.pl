@@ -30,6 +30,13 @@
 #   trickle=SECS   send the body in up to 4 pieces, SECS apart
 #   reset=1        send the headers and half the body, then close with
 #                  SO_LINGER 0 (the peer sees a connection reset)
+#   sse=N          an event stream instead (text/event-stream, chunked):
+#                  N events "id: I\ndata: event I of N\n\n", one chunk each
+#   gate=NAME      ... event I (I >= 2) waits until gate NAME is open to I
+#                  (GET /_gate/NAME/I opens it; bounded by 60 s)
+#   gap=SECS       ... or SECS between events
+#   die_after=K    ... and after event K the connection is reset (SO_LINGER 0)
+#   pad=B          ... each event's data padded with B bytes
 # The default body is JSON:
 #   {"path":"/p","method":"POST","execution":N,"body_length":L,"body_sha256":"hex"}
 # Every counted response also carries "X-Upstream-Execution: N".
@@ -37,6 +44,7 @@
 #
 # Control endpoints (GET or HEAD, never counted):
 #   /_count/<path>  the count for /<path>, as a bare integer
+#   /_gate/NAME/I   opens gate NAME to event I (see sse=N)
 #   /_health        "ok"
 #
 # Request bodies are read by Content-Length or chunked transfer-encoding.
@@ -303,6 +311,15 @@ sub parse_params {
             die "bad request: $k too large\n"
                 if $v > ($k eq 'size' ? MAX_SIZE : MAX_COOKIES);
             $p{$k} = $v;
+        } elsif ($k eq 'sse' || $k eq 'die_after' || $k eq 'pad') {
+            die "bad request: $k\n" unless $v =~ /^\d{1,6}$/;
+            $p{$k} = $v;
+        } elsif ($k eq 'gap') {
+            die "bad request: $k\n" unless $v =~ /^\d+(?:\.\d+)?$|^\.\d+$/ && $v <= MAX_TRICKLE;
+            $p{$k} = $v;
+        } elsif ($k eq 'gate') {
+            die "bad request: $k\n" unless $v =~ /^[A-Za-z0-9_-]{1,64}$/;
+            $p{$k} = $v;
         } elsif ($k eq 'binary' || $k eq 'chunked' || $k eq 'reset') {
             $p{$k} = ($v eq '' || $v eq '1' || lc $v eq 'true') ? 1 : 0;
         } elsif ($k eq 'header') {
@@ -314,6 +331,60 @@ sub parse_params {
         # unknown parameters are ignored
     }
     return \%p;
+}
+
+# ------------------------------------------------------------ event streams
+
+sub gate_file { return "$state_dir/gate-$_[0]" }
+
+sub open_gate {
+    my ($name, $to) = @_;
+    my $file = gate_file($name);
+    open my $fh, '>', "$file.tmp" or die "upstream.pl: $file: $!\n";
+    print {$fh} "$to\n";
+    close $fh;
+    rename "$file.tmp", $file or die "upstream.pl: $file: $!\n";
+}
+
+sub gate_open_to {
+    my ($name) = @_;
+    open my $fh, '<', gate_file($name) or return 0;
+    my $v = <$fh> // 0;
+    chomp $v;
+    return $v =~ /^\d+$/ ? $v : 0;
+}
+
+# sse=N: the events one chunk each, paced by a gate or a gap; die_after=K
+# resets the connection after event K.
+sub event_stream {
+    my ($sock, $p, $n) = @_;
+    my $count = $p->{sse};
+    alarm(0);
+    write_all($sock, "HTTP/1.1 $p->{status} " . ($REASON{$p->{status}} // 'Status') . "\r\n"
+        . "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        . "Transfer-Encoding: chunked\r\nX-Upstream-Execution: $n\r\nConnection: close\r\n\r\n");
+    my $pad = 'p' x ($p->{pad} // 0);
+    for my $i (1 .. $count) {
+        if ($i > 1 && defined $p->{gate}) {
+            my $until = time + 60;
+            while (gate_open_to($p->{gate}) < $i) {
+                die "timeout\n" if time > $until;
+                sleep 0.002;
+            }
+        } elsif ($i > 1 && $p->{gap}) {
+            sleep $p->{gap};
+        }
+        my $event = "id: $i\ndata: event $i of $count$pad\n\n";
+        write_all($sock, sprintf("%x\r\n", length $event) . $event . "\r\n");
+        if (defined $p->{die_after} && $p->{die_after} == $i) {
+            sleep 0.1;    # let the event leave before the reset discards it
+            setsockopt($sock, SOL_SOCKET, SO_LINGER, pack('ii', 1, 0));
+            close $sock;
+            return;
+        }
+    }
+    write_all($sock, "0\r\n\r\n");
+    shutdown($sock, 1);
 }
 
 # ---------------------------------------------------------------- counters
@@ -414,6 +485,11 @@ sub handle {
     my ($method, $path) = @$req{qw(method path)};
 
     # Control endpoints: never counted.
+    if ($path =~ m{^/_gate/([A-Za-z0-9_-]{1,64})/(\d{1,9})$}) {
+        open_gate($1, $2);
+        simple_response($sock, 200, "open to $2\n", $method);
+        return;
+    }
     if ($path eq '/_health' || $path =~ m{^/_count(/.*)$}s) {
         my $what = $1;
         if ($method ne 'GET' && $method ne 'HEAD') {
@@ -440,6 +516,7 @@ sub handle {
 
     alarm(int($p->{sleep} + PIECES * $p->{trickle}) + READ_TIMEOUT * 2);
     sleep $p->{sleep} if $p->{sleep} > 0;
+    return event_stream($sock, $p, $n) if $p->{sse};
 
     # Body and its type.
     my ($body, $type);

@@ -18,6 +18,16 @@ namespace {
 
 constexpr std::uint64_t default_lock_ttl_ms = 30000;  // idempotency_lock_ttl's default
 
+// KEYS[1] the live log; ARGV: where the append goes, its bytes, the log's
+// ttl. An append lands only where the log ends, so a lost one leaves no gap.
+constexpr std::string_view live_append_script =
+    "if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end "
+    "redis.call('APPEND', KEYS[1], ARGV[2]) redis.call('PEXPIRE', KEYS[1], ARGV[3]) return 1";
+// KEYS[1] the live log; ARGV[1] where to read from. nil: no such log.
+constexpr std::string_view live_read_script =
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
+    "return redis.call('GETRANGE', KEYS[1], ARGV[1], -1)";
+
 class RedisStore final : public Store {
 public:
     RedisStore(const RedisServer& server, Router* router, ngx_log_t* log) noexcept
@@ -85,7 +95,84 @@ public:
         calls_.renew(key, claim, lock_ttl_ms, Role::renewal, lease);
     }
 
+    // A live log's append and read are short scripts sent whole (EVAL):
+    // Redis keeps them compiled, and they need no NOSCRIPT round.
+    LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
+                        LiveCallback callback, void* data) noexcept override
+    {
+        LiveOp* op = new_live_op(this, key, bytes, callback, data, log_);
+        if (op == nullptr) {
+            return nullptr;
+        }
+        op->append = true;
+        char at_text[NGX_INT64_LEN], ttl[NGX_INT64_LEN];
+        size_t at_len = decimal(at, at_text), ttl_len = decimal(ttl_ms, ttl);
+        const char* argv[] = {"EVAL", live_append_script.data(), "1", op->args.arg[0], at_text, op->args.arg[1], ttl};
+        const size_t lens[] = {4, live_append_script.size(), 1, key.size(), at_len, bytes.size(), ttl_len};
+        return send_live(op, key, 7, argv, lens);
+    }
+
+    LiveOp* live_read(std::string_view key, std::uint64_t at, LiveCallback callback, void* data) noexcept override
+    {
+        LiveOp* op = new_live_op(this, key, {}, callback, data, log_);
+        if (op == nullptr) {
+            return nullptr;
+        }
+        char at_text[NGX_INT64_LEN];
+        size_t at_len = decimal(at, at_text);
+        const char* argv[] = {"EVAL", live_read_script.data(), "1", op->args.arg[0], at_text};
+        const size_t lens[] = {4, live_read_script.size(), 1, key.size(), at_len};
+        return send_live(op, key, 5, argv, lens);
+    }
+
+    void live_abandon(LiveOp* op) noexcept override { op->callback = nullptr; }
+
+    void live_expire(std::string_view key, std::uint64_t ttl_ms) noexcept override
+    {
+        char ttl[NGX_INT64_LEN];
+        size_t ttl_len = decimal(ttl_ms, ttl);
+        const char* argv[] = {ttl_ms != 0 ? "PEXPIRE" : "DEL", key.data(), ttl};
+        const size_t lens[] = {ttl_ms != 0 ? size_t{7} : size_t{3}, key.size(), ttl_len};
+        router_->command(key, ttl_ms != 0 ? 3 : 2, argv, lens, on_ignored_reply, nullptr);
+    }
+
 private:
+    LiveOp* send_live(LiveOp* op, std::string_view key, int argc, const char** argv, const size_t* lens) noexcept
+    {
+        if (!router_->command(key, argc, argv, lens, on_live_reply, op)) {
+            ngx_free(op);
+            return nullptr;
+        }
+        return op;
+    }
+
+    static void on_ignored_reply(void*, redisReply*) {}
+
+    static void on_live_reply(void* data, redisReply* reply)
+    {
+        auto* op = static_cast<LiveOp*>(data);
+        auto* self = static_cast<RedisStore*>(op->store);
+        if (op->callback != nullptr && !self->closing_) {
+            LiveStatus status = LiveStatus::failed;
+            std::string_view bytes;
+            if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
+                if (reply != nullptr) {
+                    ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused a live log's %s: %s",
+                                  &self->server_.name, op->append ? "append" : "read", reply->str);
+                }
+            } else if (op->append) {
+                status = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? LiveStatus::done : LiveStatus::gone;
+            } else if (reply->type == REDIS_REPLY_STRING) {
+                status = LiveStatus::done;
+                bytes = {reply->str, reply->len};
+            } else {
+                status = LiveStatus::gone;  // nil: no such log
+            }
+            op->callback(op->data, status, bytes);
+        }
+        ngx_free(op);
+    }
+
     // Remembers the longest lock_ttl claimed or renewed with.
     void note_lock_ttl(std::uint64_t lock_ttl_ms) noexcept
     {

@@ -109,7 +109,7 @@ CommandTrace trace_command(int argc, const char* const* argv, const std::size_t*
         return {};
     }
     std::string_view name{argv[0], argv_len[0]};
-    int key_at = name == "SET" || name == "PEXPIRETIME" ? 1 : name == "EVALSHA" || name == "EVAL" ? 3 : 0;
+    int key_at = name == "SET" || name == "PEXPIRETIME" || name == "PEXPIRE" || name == "DEL" ? 1 : name == "EVALSHA" || name == "EVAL" ? 3 : 0;
     if (key_at == 0 || key_at >= argc || argv_len[key_at] < key_hash_hex_length) {
         return {name, {}};
     }

@@ -142,7 +142,134 @@ public:
         }
     }
 
+    // Live logs: records of their own in the zone, grown in place while
+    // there is room, else moved to a node twice the size.
+    LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
+                        LiveCallback callback, void* data) noexcept override
+    {
+        LiveOp* op = new_live_op(this, key, bytes, callback, data, ngx_cycle->log);
+        if (op != nullptr) {
+            op->append = true;
+            op->at = at;
+            op->ttl_ms = ttl_ms;
+            post_live(op);
+        }
+        return op;
+    }
+
+    LiveOp* live_read(std::string_view key, std::uint64_t at, LiveCallback callback, void* data) noexcept override
+    {
+        LiveOp* op = new_live_op(this, key, {}, callback, data, ngx_cycle->log);
+        if (op != nullptr) {
+            op->at = at;
+            post_live(op);
+        }
+        return op;
+    }
+
+    void live_abandon(LiveOp* op) noexcept override
+    {
+        if (op->event.posted) {
+            ngx_delete_posted_event(&op->event);
+        }
+        ngx_free(op);
+    }
+
+    void live_expire(std::string_view key, std::uint64_t ttl_ms) noexcept override
+    {
+        ngx_rbtree_key_t hash = hash_of(key);
+        lock(Section::live);
+        ngx_msec_t now = ngx_current_msec;
+        if (Node* n = find_live(key, hash, now)) {
+            if (ttl_ms == 0) {
+                remove(n);
+            } else {
+                expire_at(n, now + ttl_ms);
+            }
+        }
+        unlock(Section::live);
+    }
+
 private:
+    void post_live(LiveOp* op) noexcept
+    {
+        set_event(op->event, on_live_event, op, ngx_cycle->log);
+        ngx_post_event(&op->event, &ngx_posted_events);
+    }
+
+    // Appends op's bytes if the log ends at op->at (0: makes it).
+    LiveStatus append_live(const LiveOp* op) noexcept
+    {
+        std::string_view key = op->args[0], bytes = op->args[1];
+        ngx_rbtree_key_t hash = hash_of(key);
+        lock(Section::live);
+        ngx_msec_t now = ngx_current_msec;
+        Node* n = find_live(key, hash, now);
+        LiveStatus status = LiveStatus::gone;
+        if (n == nullptr && op->at == 0) {
+            n = insert(key, hash, bytes, now, now + op->ttl_ms);
+            status = n != nullptr ? LiveStatus::done : LiveStatus::failed;
+        } else if (n != nullptr && n->value_len == op->at) {
+            size_t need = n->value_len + bytes.size();
+            if (need > n->capacity) {
+                Node* grown = allocate(key.size(), ngx_max(need, 2 * static_cast<size_t>(n->capacity)), now);
+                if (grown == nullptr) {
+                    unlock(Section::live);
+                    return LiveStatus::failed;
+                }
+                std::memcpy(grown->data, n->data, n->key_len + n->value_len);
+                grown->value_len = n->value_len;
+                grown->by_key.key = hash;
+                remove(n);
+                ngx_rbtree_insert(&sh_->by_key, &grown->by_key);
+                grown->by_expiry.key = now;
+                ngx_rbtree_insert(&sh_->by_expiry, &grown->by_expiry);
+                n = grown;
+            }
+            std::memcpy(n->data + n->key_len + n->value_len, bytes.data(), bytes.size());
+            n->value_len = static_cast<std::uint32_t>(need);
+            expire_at(n, now + op->ttl_ms);
+            status = LiveStatus::done;
+        }
+        unlock(Section::live);
+        return status;
+    }
+
+    // The log's bytes from op->at on, copied out (ngx_alloc'd, owned by `out`).
+    LiveStatus read_live(const LiveOp* op, RecordBytes& out) noexcept
+    {
+        std::string_view key = op->args[0];
+        ngx_rbtree_key_t hash = hash_of(key);
+        lock(Section::live);
+        Node* n = find_live(key, hash, ngx_current_msec);
+        LiveStatus status = n != nullptr ? LiveStatus::done : LiveStatus::gone;
+        if (n != nullptr && op->at < n->value_len) {
+            size_t size = n->value_len - op->at;
+            auto* copy = static_cast<char*>(ngx_alloc(size, ngx_cycle->log));
+            if (copy == nullptr) {
+                status = LiveStatus::failed;
+            } else {
+                std::memcpy(copy, value_of(n).data() + op->at, size);
+                out = RecordBytes::owned(copy, {copy, size});
+            }
+        }
+        unlock(Section::live);
+        return status;
+    }
+
+    static void on_live_event(ngx_event_t* ev)
+    {
+        auto* op = static_cast<LiveOp*>(ev->data);
+        auto* self = static_cast<ZoneStore*>(op->store);
+        RecordBytes read;
+        LiveStatus status = op->append ? self->append_live(op) : self->read_live(op, read);
+        if (op->append && status == LiveStatus::failed) {
+            count(Counter::zone_full_stores);
+        }
+        op->callback(op->data, status, read.view());
+        ngx_free(op);
+    }
+
     void lock(Section section) noexcept { zone::lock(pool_->mutex, section); }
     void unlock(Section section) noexcept { zone::unlock(pool_->mutex, section); }
 

@@ -1,0 +1,53 @@
+// join.hpp — a duplicate that joins its original's response live
+// (docs/design.md#live-join): it gets the status and headers at once, the
+// bytes sent so far, then each further byte as the feed (feed.hpp) gets
+// it, and its response ends the way the original's did: whole, or cut off
+// (the connection closed before the end) when the original's was. A retry
+// of an event stream with Last-Event-ID gets only what follows that event
+// (sse.hpp). One joiner holds at most one chunk of its own in flight: a
+// slow client slows itself alone.
+// Owns the joining part of the request context (Join); must not touch the
+// feed's log (feed.cpp) nor the claim.
+#pragma once
+
+#include <cstddef>
+
+#include "live_log.hpp"
+#include "ngx.hpp"
+
+namespace idem {
+
+struct Feed;
+struct RequestCtx;
+
+// The joining part of the request context: feed.cpp links it, join.cpp
+// sends from it.
+struct Join {
+    Feed* feed;            // followed: watched, or joined; nullptr when none
+    ngx_queue_t link;      // in the feed's watchers or joiners
+    bool joined;           // in the joiners (else a watcher)
+    bool header_sent;
+    std::size_t pos;       // in the feed's log: the next frame to read
+    std::size_t in_frame;  // of that frame's body: what was sent already
+    LiveReadState read;
+    std::size_t skip;      // body bytes not to send (Last-Event-ID)
+    ngx_chain_t* free;     // the joiner's chunk buffers
+    ngx_chain_t* busy;
+};
+
+// The feed's head came: ctx, a watcher, stops waiting and joins.
+void join_ready(RequestCtx* ctx) noexcept;
+// The feed has more (or its end): ctx sends what it can.
+void join_more(RequestCtx* ctx) noexcept;
+
+// The request's answer is to join (Outcome::joined): sends the head and
+// what there is, then goes on as the feed grows. Returns what the
+// pre-content phase returns.
+ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept;
+
+// Where a retry of an event stream with Last-Event-ID resumes in `body`
+// (0: from the start), once its response headers are set: the response is
+// an event stream (its Content-Type) and the request has Last-Event-ID.
+std::size_t resume_offset(ngx_http_request_t* r, std::string_view body) noexcept;
+
+}  // namespace idem

@@ -1,0 +1,147 @@
+# Idem/Live.pm — clients of a response that streams: a request on its own
+# connection whose response is read as it comes (its head, its body
+# de-chunked), so that a test can follow an original and its joiners event
+# by event; and the gates of scripts/upstream.pl's event streams. Core Perl
+# and the fixtures (Idem::Upstream) only; does not need Test::Nginx.
+#
+#     use Idem::Live;
+#     my $s = Idem::Live::post($port, '/live/1?sse=3&gate=g1', 'key-1');
+#     $s->body_has('event 1 of 3');          # waits for it (dies after 10 s)
+#     Idem::Live::open_gate('g1', 3);
+#     my $res = $s->finish;                  # {status, headers, body, complete}
+#
+# API:
+#   post($port, $uri, $key, [$headers])
+#                     POSTs "x" to 127.0.0.1:$port with Idempotency-Key
+#                     $key (and the raw header lines $headers); returns a
+#                     stream. HTTP/1.1, Connection: close.
+#   $s->head          waits for the response head; returns {status,
+#                     headers (lower-case names)}
+#   $s->body_has($text, [$secs])
+#                     waits until the body so far holds $text; returns the
+#                     body so far
+#   $s->body          the body read so far (de-chunked)
+#   $s->finish([$secs])
+#                     reads to the end of the connection; returns {status,
+#                     headers, body, complete}: complete when the body ended
+#                     as its framing says (the last chunk, or
+#                     Content-Length bytes), not cut off
+#   $s->close         the client goes away
+#   open_gate($name, $n)
+#                     lets the upstream's event stream behind gate $name
+#                     send up to event $n
+
+package Idem::Live;
+
+use strict;
+use warnings;
+
+use Errno qw(EINTR);
+use IO::Select;
+use IO::Socket::INET;
+use Time::HiRes qw(time);
+
+use Idem::Upstream ();
+
+use constant IO_TIMEOUT => 10;
+
+sub post {
+    my ($port, $uri, $key, $headers) = @_;
+    my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp',
+                                     Timeout => IO_TIMEOUT)
+        or die "Idem::Live: cannot connect to 127.0.0.1:$port: $!\n";
+    $sock->autoflush(1);
+    print {$sock} "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" . ($headers // '')
+        . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx"
+        or die "Idem::Live: cannot send: $!\n";
+    return bless { sock => $sock, raw => '', eof => 0, uri => $uri }, __PACKAGE__;
+}
+
+sub open_gate {
+    my ($name, $n) = @_;
+    my ($status) = Idem::Upstream::http_get("/_gate/$name/$n");
+    die "Idem::Live: gate $name: status $status\n" unless $status == 200;
+}
+
+# Reads what is there (waiting at most until $deadline); false at EOF.
+sub _read {
+    my ($self, $deadline) = @_;
+    return 0 if $self->{eof};
+    my $sel = IO::Select->new($self->{sock});
+    my $left = $deadline - time;
+    return 1 if $left <= 0 || !$sel->can_read($left);
+    my $n = sysread($self->{sock}, $self->{raw}, 65536, length $self->{raw});
+    return 1 if !defined $n && $! == EINTR;
+    $self->{eof} = 1 unless $n;
+    return !$self->{eof};
+}
+
+# The head and the body as far as the bytes go.
+sub _parse {
+    my ($self) = @_;
+    my ($head, $rest) = split /\r\n\r\n/, $self->{raw}, 2;
+    return undef unless defined $rest;
+    my ($status) = $head =~ m{\AHTTP/1\.\d (\d{3})} or die "Idem::Live: not an HTTP response\n";
+    my %headers = map { /^([^:]+):\s*(.*)$/ ? (lc $1 => $2) : () } split /\r\n/, $head;
+    my ($body, $complete) = ('', 0);
+    if (($headers{'transfer-encoding'} // '') =~ /chunked/i) {
+        while ($rest =~ /\A([0-9a-fA-F]+)[^\r\n]*\r\n/) {
+            my ($size, $at) = (hex $1, length $&);
+            if ($size == 0) {
+                $complete = 1 if $rest =~ /\A[^\r\n]*\r\n(?:[^\r\n]+\r\n)*\r\n/;
+                last;
+            }
+            last if length($rest) < $at + $size + 2;
+            $body .= substr($rest, $at, $size);
+            $rest = substr($rest, $at + $size + 2);
+        }
+    } else {
+        $body = $rest;
+        $complete = defined $headers{'content-length'} && length($body) == $headers{'content-length'};
+    }
+    return { status => $status, headers => \%headers, body => $body, complete => $complete };
+}
+
+sub head {
+    my ($self, $secs) = @_;
+    my $deadline = time + ($secs // IO_TIMEOUT);
+    until (defined(my $res = $self->_parse)) {
+        die "Idem::Live: no response head for $self->{uri}\n" if time >= $deadline || !$self->_read($deadline);
+    }
+    my $res = $self->_parse;
+    return { status => $res->{status}, headers => $res->{headers} };
+}
+
+sub body {
+    my ($self) = @_;
+    my $res = $self->_parse;
+    return $res ? $res->{body} : '';
+}
+
+sub body_has {
+    my ($self, $text, $secs) = @_;
+    my $deadline = time + ($secs // IO_TIMEOUT);
+    until (index($self->body, $text) >= 0) {
+        die "Idem::Live: \"$text\" not in the body of $self->{uri} (got \"" . $self->body . "\")\n"
+            if time >= $deadline || !$self->_read($deadline);
+    }
+    return $self->body;
+}
+
+sub finish {
+    my ($self, $secs) = @_;
+    my $deadline = time + ($secs // IO_TIMEOUT);
+    while ($self->_read($deadline)) {
+        die "Idem::Live: $self->{uri} did not end\n" if time >= $deadline;
+    }
+    close $self->{sock};
+    return $self->_parse // { status => 0, headers => {}, body => '', complete => 0 };
+}
+
+sub close {
+    my ($self) = @_;
+    close $self->{sock};
+    $self->{eof} = 1;
+}
+
+1;
