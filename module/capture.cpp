@@ -66,6 +66,7 @@ void end_feed(RequestCtx* ctx, LiveEnd how)
 void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
 {
     free_record(ctx);
+    end_feed(ctx, LiveEnd::aborted);
 }
 
 bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
@@ -256,8 +257,10 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     // sent whole, as are its replays (Range is defined for GET alone).
     r->allow_ranges = 0;
     // duplicates that wait for it join it from here on (feed.hpp)
-    ctx->capture.feed = feed_publish(ctx, static_cast<std::uint16_t>(ctx->response_status), headers,
-                                     ctx->capture.headers.nelts, ResponseExtras{response_flags(r)});
+    if (ctx->capture.feed != nullptr) {
+        feed_publish(ctx->capture.feed, ctx, static_cast<std::uint16_t>(ctx->response_status), headers,
+                     ctx->capture.headers.nelts, ResponseExtras{response_flags(r)});
+    }
 
     ngx_int_t rc = next_header_filter(r);
     if (rc == NGX_ERROR && r->connection->error) {
@@ -390,6 +393,7 @@ void capture_begin(RequestCtx* ctx) noexcept
     // claim ends unreplayable (capture_settle)
     enter(ctx, drain_when_terminated(ctx) ? RequestState::forwarded : RequestState::uncaptured);
     claim_hold(ctx);
+    ctx->capture.feed = feed_open(ctx);
     protect_content_handler(ctx);
 }
 

@@ -33,8 +33,9 @@ struct Feed {
     bool live;              // followers may join: it outlived the turn its response began in
     bool ended;
     LiveEnd how;
-    bool local;             // an original in this worker publishes it
-    bool publishing;        // ... and has not ended it yet
+    bool local;             // its original is a request of this worker
+    bool held;              // ... which has not ended it yet
+    bool publishing;        // its head is written, its end not yet
     bool to_store;          // its log goes to the store (not with encryption at rest)
     bool store_started;     // the first append has left
     bool broken;            // an append failed: the store's log is given up
@@ -51,11 +52,12 @@ struct Feed {
 namespace {
 
 // Following the store's log: the next read comes soon after bytes came,
-// then later and later while none do; before the head, as slowly as a wait
+// then later and later while none do; before the head, as often as a wait
 // group looks (wait.cpp).
 constexpr ngx_msec_t read_first = 2;
 constexpr ngx_msec_t read_streaming_max = 8;
-constexpr ngx_msec_t read_waiting_max = 200;
+constexpr ngx_msec_t read_waiting_first = 25;
+constexpr ngx_msec_t read_waiting_max = 500;
 // A log that ended stays in the store this long for followers still reading it.
 constexpr std::uint64_t ended_log_ttl_ms = 10000;
 
@@ -149,7 +151,7 @@ bool reserve(Feed* f, std::size_t more)
 
 bool idle(const Feed* f)
 {
-    if (f->busy != 0 || f->publishing || !ngx_queue_empty(&f->watchers) || !ngx_queue_empty(&f->joiners)) {
+    if (f->busy != 0 || f->held || !ngx_queue_empty(&f->watchers) || !ngx_queue_empty(&f->joiners)) {
         return false;
     }
     // a publisher's log goes on to the store to its end, unless given up
@@ -313,7 +315,7 @@ void on_live(ngx_event_t* ev)
 bool add_frame(Feed* f, std::size_t size)
 {
     if (!reserve(f, size)) {
-        f->publishing = false;
+        f->publishing = false;  // out of memory: its followers are cut off
         f->ended = true;
         f->how = LiveEnd::aborted;
         return false;
@@ -327,8 +329,9 @@ void read_log(Feed* f);
 
 void read_later(Feed* f, bool grew)
 {
+    ngx_msec_t first = f->has_head ? read_first : read_waiting_first;
     ngx_msec_t most = f->has_head ? read_streaming_max : read_waiting_max;
-    f->read_delay = grew ? read_first : ngx_min(ngx_max(f->read_delay * 2, read_first), most);
+    f->read_delay = grew ? first : ngx_min(ngx_max(f->read_delay * 2, first), most);
     ngx_add_timer(&f->next_read, f->read_delay);
 }
 
@@ -422,18 +425,17 @@ void make_local(Feed* f)
 
 // ------------------------------------------------------------ publishing
 
-Feed* feed_publish(RequestCtx* ctx, std::uint16_t status, const Header* headers, std::size_t count,
-                   const ResponseExtras& extras) noexcept
+Feed* feed_open(RequestCtx* ctx) noexcept
 {
-    if (ctx->conf->wait == 0 || (extras.flags & expect_trailers) != 0) {
+    if (ctx->conf->wait == 0) {
         return nullptr;
     }
-    std::string_view token = decode_record(view(ctx->claim.record))->token;
-    auto* key = static_cast<u_char*>(ngx_pnalloc(ctx->request->pool, ctx->claim.key.len + 2 * token.size()));
+    std::optional<Record> claim = decode_record(view(ctx->claim.record));
+    auto* key = static_cast<u_char*>(ngx_pnalloc(ctx->request->pool, ctx->claim.key.len + 2 * claim->token.size()));
     if (key == nullptr) {
         return nullptr;
     }
-    std::string_view live{reinterpret_cast<char*>(key), live_key(ctx, token, key)};
+    std::string_view live{reinterpret_cast<char*>(key), live_key(ctx, claim->token, key)};
     Feed* f = find(live);
     if (f != nullptr) {
         make_local(f);
@@ -442,23 +444,29 @@ Feed* feed_publish(RequestCtx* ctx, std::uint16_t status, const Header* headers,
     }
     f->conf = ctx->conf;
     f->local = true;
-    f->publishing = true;
+    f->held = true;
     f->to_store = ctx->conf->seal_keys == nullptr;
+    return f;
+}
+
+void feed_publish(Feed* f, RequestCtx* ctx, std::uint16_t status, const Header* headers, std::size_t count,
+                  const ResponseExtras& extras) noexcept
+{
+    if (!f->held || f->publishing || f->ended || (extras.flags & expect_trailers) != 0) {
+        return;  // a response with trailers is not joined: its duplicates get it whole from the store
+    }
     std::size_t head = live_head_size(headers, count, extras);
     if (head == 0 || !add_frame(f, live_start_size + head)) {
-        f->publishing = false;
-        f->ended = true;
-        f->how = LiveEnd::aborted;
-        tell(f, false);
-        return nullptr;
+        f->ended = false;  // nothing was published: the waiters go on waiting for the store
+        return;
     }
+    f->publishing = true;
     f->len += encode_live_start(f->log);
     f->len += encode_live_head(f->log + f->len, ctx->fingerprint, status, headers, count, extras);
     take_in(f);
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: publishing the response to \"%V\" under \"%V\"", &ctx->claim.key, &f->node.str);
     ngx_post_event(&f->went_live, &ngx_posted_events);
-    return f;
 }
 
 void feed_body(Feed* f, std::string_view bytes) noexcept
@@ -480,8 +488,13 @@ void feed_body(Feed* f, std::string_view bytes) noexcept
 
 void feed_end(Feed* f, LiveEnd how) noexcept
 {
-    if (!f->publishing) {  // ended already (out of memory)
-        free_if_idle(f);
+    f->held = false;
+    if (!f->publishing) {  // never published, or cut off already (out of memory)
+        if (f->ended && f->has_head) {
+            tell(f, false);
+        } else {
+            free_if_idle(f);
+        }
         return;
     }
     f->publishing = false;

@@ -33,14 +33,17 @@ struct RequestCtx;
 
 // ---------------------------------------------------------- publishing
 
-// The original's response head reached the capture: its feed, published
-// (nullptr: nobody can join it — idempotency_wait is off, the response
-// ends with trailers, or out of memory).
-Feed* feed_publish(RequestCtx* ctx, std::uint16_t status, const Header* headers, std::size_t count,
-                   const ResponseExtras& extras) noexcept;
+// The original holds its claim and is forwarded: its feed, which duplicates
+// in this worker watch from now on (nullptr: idempotency_wait is off, or
+// out of memory). The original holds it until feed_end.
+Feed* feed_open(RequestCtx* ctx) noexcept;
+// Its response head reached the capture: the head is published (not for a
+// response that ends with trailers: its duplicates get it from the store).
+void feed_publish(Feed* feed, RequestCtx* ctx, std::uint16_t status, const Header* headers, std::size_t count,
+                  const ResponseExtras& extras) noexcept;
 // More of the body, as the client gets it.
 void feed_body(Feed* feed, std::string_view bytes) noexcept;
-// The response ended (how): the publisher lets go of the feed.
+// The response ended (how), or was never published: the original lets go.
 void feed_end(Feed* feed, LiveEnd how) noexcept;
 // The original's claim was renewed: so is its log in the store.
 void feed_renew(Feed* feed) noexcept;

@@ -257,6 +257,7 @@ TEST(Outcomes, TheModulesOwnAnswers)
         {Outcome::released, "released", 0, 0, ""},
         {Outcome::unreplayable, "unreplayable", 410, 0, "response-not-replayable"},
         {Outcome::unverifiable, "unreplayable", 410, 0, "response-unverifiable"},
+        {Outcome::joined, "joined", 0, 0, ""},
     };
     ASSERT_EQ(sizeof(rows) / sizeof(rows[0]), idem::outcome_count);
     for (const Row& row : rows) {
