@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "join.hpp"
 #include "log_limit.hpp"
@@ -43,6 +44,8 @@ struct Feed {
     std::size_t sending;    // the append in flight: how much
     LiveOp* op;             // the append or the read in flight
     ngx_event_t went_live;  // posted: the turn the response began in is over
+    ngx_event_t telling;    // posted: the followers are told what came
+    bool head_to_tell;      // ... and the watchers that the head came
     ngx_event_t next_read;  // following the store: the next read
     ngx_msec_t read_delay;
     ngx_msec_t progress;    // when the store's log last grew, or could last be read
@@ -96,6 +99,7 @@ Feed* find(std::string_view key)
 }
 
 void on_live(ngx_event_t* ev);
+void on_tell(ngx_event_t* ev);
 void on_next_read(ngx_event_t* ev);
 
 Feed* new_feed(RequestCtx* ctx, std::string_view key)
@@ -116,7 +120,9 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     ngx_queue_init(&f->joiners);
     f->progress = ngx_current_msec;
     set_event(f->went_live, on_live, f, ngx_cycle->log);
-    set_event(f->next_read, on_next_read, f, ngx_cycle->log, true);
+    set_event(f->telling, on_tell, f, ngx_cycle->log);
+    // not cancelable: a worker that exits gracefully lets its joiners finish
+    set_event(f->next_read, on_next_read, f, ngx_cycle->log);
     ngx_rbtree_insert(&feeds, &f->node.node);
     return f;
 }
@@ -166,6 +172,9 @@ void free_feed(Feed* f)
     if (f->went_live.posted) {
         ngx_delete_posted_event(&f->went_live);
     }
+    if (f->telling.posted) {
+        ngx_delete_posted_event(&f->telling);
+    }
     if (f->next_read.timer_set) {
         ngx_del_timer(&f->next_read);
     }
@@ -186,7 +195,7 @@ void free_if_idle(Feed* f)
 // joiners send. A follower may finish (and leave) while it is told, and
 // so may others (the streams of one HTTP/2 connection): each is taken
 // from a list of those not told yet and put back before it is told.
-void tell(Feed* f, bool head_came)
+void tell_now(Feed* f, bool head_came)
 {
     f->busy++;
     if (head_came) {
@@ -212,6 +221,24 @@ void tell(Feed* f, bool head_came)
     }
     f->busy--;
     free_if_idle(f);
+}
+
+// The followers are told on the next turn of the event loop, never from
+// inside another request's filters or a store's reply: what came meanwhile
+// is told at once.
+void tell(Feed* f, bool head_came)
+{
+    f->head_to_tell = f->head_to_tell || head_came;
+    if (!f->telling.posted) {
+        ngx_post_event(&f->telling, &ngx_posted_events);
+    }
+}
+
+void on_tell(ngx_event_t* ev)
+{
+    auto* f = static_cast<Feed*>(ev->data);
+    bool head_came = std::exchange(f->head_to_tell, false);
+    tell_now(f, head_came);
 }
 
 // Reads what was added to the log: the head, the end; a log that is not

@@ -209,8 +209,8 @@ void on_write(ngx_http_request_t* r)
     }
 }
 
-// The body so far, whole, for the event-stream scan (a copy in r->pool).
-std::string_view body_so_far(ngx_http_request_t* r, std::string_view log)
+// The size of the body in `log`.
+std::size_t body_size(std::string_view log)
 {
     std::size_t size = 0;
     LiveReadState read;
@@ -220,12 +220,20 @@ std::string_view body_so_far(ngx_http_request_t* r, std::string_view log)
             size += item.body.size();
         }
     }
+    return size;
+}
+
+// The body so far, whole, for the event-stream scan (a copy in r->pool).
+std::string_view body_so_far(ngx_http_request_t* r, std::string_view log)
+{
+    std::size_t size = body_size(log);
     auto* body = static_cast<char*>(ngx_pnalloc(r->pool, size ? size : 1));
     if (body == nullptr) {
         return {};
     }
     char* p = body;
-    read = {};
+    LiveReadState read;
+    LiveItem item;
     for (std::size_t pos = 0; read_live(log, pos, read, item) == LiveStep::item;) {
         if (item.kind == LiveItem::Kind::body) {
             std::memcpy(p, item.body.data(), item.body.size());
@@ -237,11 +245,11 @@ std::string_view body_so_far(ngx_http_request_t* r, std::string_view log)
 
 }  // namespace
 
-std::size_t resume_offset(ngx_http_request_t* r, std::string_view body) noexcept
+std::string_view resume_id(ngx_http_request_t* r) noexcept
 {
     const ngx_str_t& type = r->headers_out.content_type;
     if (type.len == 0 || !is_event_stream({reinterpret_cast<char*>(type.data), type.len})) {
-        return 0;
+        return {};
     }
     std::string_view id;
     for_each_header(r->headers_in.headers, [&](ngx_table_elt_t& h) {
@@ -251,9 +259,14 @@ std::size_t resume_offset(ngx_http_request_t* r, std::string_view body) noexcept
         }
         return true;
     });
-    std::size_t offset = id.empty() ? 0 : sse_resume_offset(body, id);
+    return id;
+}
+
+std::size_t resume_offset(ngx_http_request_t* r, std::string_view id, std::string_view body) noexcept
+{
+    std::size_t offset = sse_resume_offset(body, id);
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "idempotency: event stream resumed after Last-Event-ID at byte %uz of %uz", offset, body.size());
+                   "idempotency: event stream resumed after its Last-Event-ID at byte %uz of %uz", offset, body.size());
     return offset;
 }
 
@@ -295,8 +308,14 @@ ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept
                   "idempotency: joining the response to \"%V\" as it streams", &ctx->claim.key);
     ngx_int_t rc = set_replay_headers(r, *head);
     if (rc == NGX_OK) {
-        ctx->join.skip = resume_offset(r, body_so_far(r, log));
-        r->headers_out.content_length_n = -1;
+        std::string_view id = resume_id(r);
+        if (!id.empty()) {
+            ctx->join.skip = resume_offset(r, id, body_so_far(r, log));
+        }
+        // a response whose end is here already has a known length
+        LiveEnd how;
+        bool whole = feed_ended(feed, how) && how == LiveEnd::complete;
+        r->headers_out.content_length_n = whole ? static_cast<off_t>(body_size(log) - ctx->join.skip) : -1;
         rc = ngx_http_send_header(r);
     }
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 #include "live_log.hpp"
 #include "ngx.hpp"
@@ -45,9 +46,11 @@ void join_more(RequestCtx* ctx) noexcept;
 // pre-content phase returns.
 ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept;
 
-// Where a retry of an event stream with Last-Event-ID resumes in `body`
-// (0: from the start), once its response headers are set: the response is
-// an event stream (its Content-Type) and the request has Last-Event-ID.
-std::size_t resume_offset(ngx_http_request_t* r, std::string_view body) noexcept;
+// A retry of an event stream (docs/design.md#event-stream-resume), once its
+// response headers are set: the request's Last-Event-ID if the response is
+// an event stream (empty: none, or not an event stream), and where in the
+// stream's `body` the retry resumes with it (0: from the start).
+std::string_view resume_id(ngx_http_request_t* r) noexcept;
+std::size_t resume_offset(ngx_http_request_t* r, std::string_view id, std::string_view body) noexcept;
 
 }  // namespace idem

@@ -172,7 +172,10 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
 
     // a reconnecting event stream gets what follows its last event
     std::string_view body = record.body;
-    body.remove_prefix(resume_offset(r, body));
+    std::string_view id = resume_id(r);
+    if (!id.empty()) {
+        body.remove_prefix(resume_offset(r, id, body));
+    }
     return send_whole_body(r, body, record.trailer_count != 0 || r->expect_trailers);
 }
 
