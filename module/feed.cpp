@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "join.hpp"
+#include "live_board.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "request_ctx.hpp"
@@ -48,6 +49,9 @@ struct Feed {
     bool head_to_tell;      // ... and the watchers that the head came
     ngx_event_t next_read;  // following the store: the next read
     ngx_msec_t read_delay;
+    ngx_msec_t read_due;    // the next read at the latest (the board may bring it forward)
+    ngx_uint_t slot;        // on the live board
+    ngx_atomic_uint_t seen; // the slot's generation when the last read left
     ngx_msec_t progress;    // when the store's log last grew, or could last be read
     unsigned busy;          // followers being told: not freed meanwhile
 };
@@ -61,6 +65,9 @@ constexpr ngx_msec_t read_first = 2;
 constexpr ngx_msec_t read_streaming_max = 8;
 constexpr ngx_msec_t read_waiting_first = 25;
 constexpr ngx_msec_t read_waiting_max = 500;
+// While the log streams, the live board is looked at this often: a log
+// published in another worker of this nginx is read as soon as it grew.
+constexpr ngx_msec_t board_tick = 1;
 // A log that ended stays in the store this long for followers still reading it.
 constexpr std::uint64_t ended_log_ttl_ms = 10000;
 
@@ -119,6 +126,7 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     ngx_queue_init(&f->watchers);
     ngx_queue_init(&f->joiners);
     f->progress = ngx_current_msec;
+    f->slot = live_board_slot(key);
     set_event(f->went_live, on_live, f, ngx_cycle->log);
     set_event(f->telling, on_tell, f, ngx_cycle->log);
     // not cancelable: a worker that exits gracefully lets its joiners finish
@@ -291,6 +299,7 @@ void on_appended(void* data, LiveStatus status, std::string_view)
     if (status == LiveStatus::done) {
         f->published += f->sending;
         f->sending = 0;
+        live_board_bump(f->slot);  // followers in the other workers read it now
         flush(f);
         free_if_idle(f);
         return;
@@ -359,7 +368,8 @@ void read_later(Feed* f, bool grew)
     ngx_msec_t first = f->has_head ? read_first : read_waiting_first;
     ngx_msec_t most = f->has_head ? read_streaming_max : read_waiting_max;
     f->read_delay = grew ? first : ngx_min(ngx_max(f->read_delay * 2, first), most);
-    ngx_add_timer(&f->next_read, f->read_delay);
+    f->read_due = ngx_current_msec + f->read_delay;
+    ngx_add_timer(&f->next_read, f->has_head ? ngx_min(board_tick, f->read_delay) : f->read_delay);
 }
 
 void cut_off(Feed* f, const char* why)
@@ -418,15 +428,24 @@ void on_read(void* data, LiveStatus status, std::string_view bytes)
 
 void read_log(Feed* f)
 {
+    f->seen = live_board_read(f->slot);
     f->op = f->store->live_read(key_of(f), f->len, on_read, f);
     if (f->op == nullptr) {
         on_read(f, LiveStatus::failed, {});
     }
 }
 
+// The next read is due, or the board says the log grew (or another log of
+// the slot did: a needless read); else the board is looked at again.
 void on_next_read(ngx_event_t* ev)
 {
-    read_log(static_cast<Feed*>(ev->data));
+    auto* f = static_cast<Feed*>(ev->data);
+    if (f->has_head && live_board_read(f->slot) == f->seen
+        && static_cast<ngx_msec_int_t>(f->read_due - ngx_current_msec) > 0) {
+        ngx_add_timer(&f->next_read, board_tick);
+        return;
+    }
+    read_log(f);
 }
 
 // A feed that followed the store becomes this worker's own: its original

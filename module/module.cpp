@@ -12,6 +12,7 @@
 #include "conf_util.hpp"
 #include "disposition.hpp"
 #include "feed.hpp"
+#include "live_board.hpp"
 #include "key_space.hpp"
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"
@@ -353,7 +354,7 @@ ngx_int_t postconfiguration(ngx_conf_t* cf)
         return NGX_ERROR;
     }
     *h = precontent_handler;
-    if (metrics_zone_add(cf) != NGX_OK) {
+    if (metrics_zone_add(cf) != NGX_OK || live_board_add(cf) != NGX_OK) {
         return NGX_ERROR;
     }
     return capture_upper_init(cf);
@@ -362,6 +363,7 @@ ngx_int_t postconfiguration(ngx_conf_t* cf)
 ngx_int_t init_process(ngx_cycle_t* cycle)
 {
     metrics_attach(cycle);
+    live_board_attach(cycle);
     auto* mcf = static_cast<MainConf*>(ngx_http_cycle_get_module_main_conf(cycle, ngx_http_idempotency_module));
     if (mcf == nullptr) {
         return NGX_OK;
