@@ -167,6 +167,9 @@ void pump(RequestCtx* ctx)
                 return;
             }
             ended = fill(ctx, log, cl->buf, how);
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "idempotency: following the response to \"%V\": %uz bytes, at byte %uz of its live log",
+                           &ctx->claim.key, static_cast<std::size_t>(cl->buf->last - cl->buf->pos), ctx->join.pos);
             if (cl->buf->last != cl->buf->pos && !send(r, ctx, cl)) {
                 return;
             }

@@ -263,9 +263,6 @@ private:
         auto* self = static_cast<ZoneStore*>(op->store);
         RecordBytes read;
         LiveStatus status = op->append ? self->append_live(op) : self->read_live(op, read);
-        if (op->append && status == LiveStatus::failed) {
-            count(Counter::zone_full_stores);
-        }
         op->callback(op->data, status, read.view());
         ngx_free(op);
     }
