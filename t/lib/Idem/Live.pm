@@ -15,12 +15,20 @@
 #                     POSTs "x" to 127.0.0.1:$port with Idempotency-Key
 #                     $key (and the raw header lines $headers); returns a
 #                     stream. HTTP/1.1, Connection: close.
+#   h2_post($port, $uri, $key)
+#                     the same POST over HTTP/2 (h2c, prior knowledge), by
+#                     curl on a pipe: the same stream API; its body is what
+#                     curl got, complete when curl says the stream ended
+#                     whole (exit status 0). close stops curl (by its pid).
 #   $s->head          waits for the response head; returns {status,
 #                     headers (lower-case names)}
 #   $s->body_has($text, [$secs])
 #                     waits until the body so far holds $text; returns the
 #                     body so far
 #   $s->body          the body read so far (de-chunked)
+#   $s->body_length($n, [$secs])
+#                     waits until the body so far has at least $n bytes;
+#                     returns the body so far
 #   $s->finish([$secs])
 #                     reads to the end of the connection; returns {status,
 #                     headers, body, complete}: complete when the body ended
@@ -39,6 +47,7 @@ use warnings;
 use Errno qw(EINTR);
 use IO::Select;
 use IO::Socket::INET;
+use POSIX qw(_exit);
 use Time::HiRes qw(time);
 
 use Idem::Upstream ();
@@ -55,6 +64,18 @@ sub post {
         . "Idempotency-Key: $key\r\nContent-Length: 1\r\n\r\nx"
         or die "Idem::Live: cannot send: $!\n";
     return bless { sock => $sock, raw => '', eof => 0, uri => $uri }, __PACKAGE__;
+}
+
+sub h2_post {
+    my ($port, $uri, $key) = @_;
+    my @cmd = ('curl', '-s', '-N', '-i', '--http2-prior-knowledge', '-X', 'POST', '--data-binary', 'x',
+               '-H', "Idempotency-Key: $key", '--max-time', 2 * IO_TIMEOUT, "http://127.0.0.1:$port$uri");
+    my $pid = open(my $out, '-|') // die "Idem::Live: fork: $!\n";
+    if ($pid == 0) {
+        open STDERR, '>', '/dev/null' or _exit(127);
+        exec @cmd or _exit(127);
+    }
+    return bless { sock => $out, raw => '', eof => 0, uri => $uri, h2 => 1, pid => $pid }, __PACKAGE__;
 }
 
 sub open_gate {
@@ -81,10 +102,12 @@ sub _parse {
     my ($self) = @_;
     my ($head, $rest) = split /\r\n\r\n/, $self->{raw}, 2;
     return undef unless defined $rest;
-    my ($status) = $head =~ m{\AHTTP/1\.\d (\d{3})} or die "Idem::Live: not an HTTP response\n";
+    my ($status) = $head =~ m{\AHTTP/(?:1\.\d|2) (\d{3})} or die "Idem::Live: not an HTTP response\n";
     my %headers = map { /^([^:]+):\s*(.*)$/ ? (lc $1 => $2) : () } split /\r\n/, $head;
     my ($body, $complete) = ('', 0);
-    if (($headers{'transfer-encoding'} // '') =~ /chunked/i) {
+    if ($self->{h2}) {
+        ($body, $complete) = ($rest, defined $self->{exit} && $self->{exit} == 0);
+    } elsif (($headers{'transfer-encoding'} // '') =~ /chunked/i) {
         while ($rest =~ /\A([0-9a-fA-F]+)[^\r\n]*\r\n/) {
             my ($size, $at) = (hex $1, length $&);
             if ($size == 0) {
@@ -118,6 +141,16 @@ sub body {
     return $res ? $res->{body} : '';
 }
 
+sub body_length {
+    my ($self, $n, $secs) = @_;
+    my $deadline = time + ($secs // IO_TIMEOUT);
+    until (length($self->body) >= $n) {
+        die "Idem::Live: fewer than $n bytes in the body of $self->{uri} (got " . length($self->body) . ")\n"
+            if time >= $deadline || !$self->_read($deadline);
+    }
+    return $self->body;
+}
+
 sub body_has {
     my ($self, $text, $secs) = @_;
     my $deadline = time + ($secs // IO_TIMEOUT);
@@ -134,14 +167,23 @@ sub finish {
     while ($self->_read($deadline)) {
         die "Idem::Live: $self->{uri} did not end\n" if time >= $deadline;
     }
-    close $self->{sock};
+    $self->_reap;
     return $self->_parse // { status => 0, headers => {}, body => '', complete => 0 };
 }
 
 sub close {
     my ($self) = @_;
-    close $self->{sock};
+    kill 'TERM', $self->{pid} if $self->{pid} && !defined $self->{exit};
+    $self->_reap;
     $self->{eof} = 1;
+}
+
+# The connection closed; curl's exit status kept.
+sub _reap {
+    my ($self) = @_;
+    return if $self->{closed}++;
+    CORE::close($self->{sock});    # a pipe's close waits for curl
+    $self->{exit} = ($? & 127) ? 128 + ($? & 127) : $? >> 8 if $self->{pid};
 }
 
 1;
