@@ -27,7 +27,8 @@
 #   cookies=N      N headers "Set-Cookie: c<i>=v<i>", i = 1..N, in order
 #   header=N:V     extra response header (may repeat; a Content-Type given
 #                  this way replaces the default one)
-#   trickle=SECS   send the body in up to 4 pieces, SECS apart
+#   trickle=SECS   send the body in up to 4 pieces, SECS apart (with gate=NAME:
+#                  piece I (I >= 2) waits until gate NAME is open to I)
 #   reset=1        send the headers and half the body, then close with
 #                  SO_LINGER 0 (the peer sees a connection reset)
 #   sse=N          an event stream instead (text/event-stream, chunked):
@@ -354,6 +355,16 @@ sub gate_open_to {
     return $v =~ /^\d+$/ ? $v : 0;
 }
 
+# Waits (at most 60 s) until gate $name is open to $i.
+sub await_gate {
+    my ($name, $i) = @_;
+    my $until = time + 60;
+    while (gate_open_to($name) < $i) {
+        die "timeout\n" if time > $until;
+        sleep 0.002;
+    }
+}
+
 # sse=N: the events one chunk each, paced by a gate or a gap; die_after=K
 # resets the connection after event K.
 sub event_stream {
@@ -366,11 +377,7 @@ sub event_stream {
     my $pad = 'p' x ($p->{pad} // 0);
     for my $i (1 .. $count) {
         if ($i > 1 && defined $p->{gate}) {
-            my $until = time + 60;
-            while (gate_open_to($p->{gate}) < $i) {
-                die "timeout\n" if time > $until;
-                sleep 0.002;
-            }
+            await_gate($p->{gate}, $i);
         } elsif ($i > 1 && $p->{gap}) {
             sleep $p->{gap};
         }
@@ -575,7 +582,11 @@ sub handle {
     if ($p->{trickle} > 0) {
         write_all($sock, $head);
         for my $i (0 .. $#pieces) {
-            sleep $p->{trickle} if $i > 0;
+            if ($i > 0 && defined $p->{gate}) {
+                await_gate($p->{gate}, $i + 1 > PIECES ? PIECES : $i + 1);    # the last chunk goes with the last piece
+            } elsif ($i > 0) {
+                sleep $p->{trickle};
+            }
             write_all($sock, $pieces[$i]);
         }
     } else {
