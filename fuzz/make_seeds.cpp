@@ -1,9 +1,10 @@
 // make_seeds.cpp — writes the seed corpora of the libFuzzer targets into
-// <dir>/fuzz_key, <dir>/fuzz_record and <dir>/fuzz_reply. The seeds are
-// committed (fuzz/corpus/); rerun this only to change them:
+// <dir>/fuzz_key, <dir>/fuzz_record, <dir>/fuzz_reply and <dir>/fuzz_live.
+// The seeds are committed (fuzz/corpus/); rerun this only to change them:
 //
 //   g++ -std=c++17 -Imodule -Ifuzz -o build/make_seeds fuzz/make_seeds.cpp
-//       module/record.cpp module/fingerprint.cpp -lcrypto    (one line)
+//       module/record.cpp module/live_log.cpp module/fingerprint.cpp -lcrypto
+//       (one line)
 //   build/make_seeds fuzz/corpus
 //
 // Records are built with the module's own encoders (record.hpp); the key
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
+#include "live_log.hpp"
 #include "record.hpp"
 
 namespace {
@@ -231,6 +233,71 @@ void reply_seeds()
     seed(t, "command_300_byte_arg", command({"SET", "k", std::string(300, 'v')}));
 }
 
+std::string live_start()
+{
+    std::string out(idem::live_start_size, '\0');
+    idem::encode_live_start(out.data());
+    return out;
+}
+
+std::string live_head(const idem::Digest& fp, std::uint16_t status, const std::vector<idem::Header>& headers,
+                      std::uint8_t flags = 0, const std::vector<idem::Header>& trailers = {})
+{
+    const idem::ResponseExtras extras{flags, trailers.data(), trailers.size()};
+    std::string out(idem::live_head_size(headers.data(), headers.size(), extras), '\0');
+    idem::encode_live_head(out.data(), fp, status, headers.data(), headers.size(), extras);
+    return out;
+}
+
+std::string live_body(const std::string& bytes)
+{
+    std::string out(idem::live_frame_overhead, '\0');
+    idem::encode_live_body_header(out.data(), bytes.size());
+    return out + bytes;
+}
+
+std::string live_end(idem::LiveEnd how)
+{
+    std::string out(idem::live_end_size, '\0');
+    idem::encode_live_end(out.data(), how);
+    return out;
+}
+
+// fuzz_live reads its input as a live log, and as an event stream after an
+// id whose length is the first byte (mod 16).
+void live_seeds()
+{
+    const std::string t = "fuzz_live";
+    const idem::Digest fp = fuzz::fixed_digest();
+    const std::string sse_head = live_head(fp, 200, {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}});
+    const std::string log = live_start() + sse_head + live_body("id: 1\ndata: a\n\n") + live_body("id: 2\ndata: b\n\n");
+
+    seed(t, "live_start_only", live_start());
+    seed(t, "live_head_only", live_start() + sse_head);
+    seed(t, "live_streaming", log);
+    seed(t, "live_complete", log + live_end(idem::LiveEnd::complete));
+    seed(t, "live_aborted", log + live_end(idem::LiveEnd::aborted));
+    seed(t, "live_cut", live_start() + live_head(fp, 201, {}) + live_body(std::string(1024, 'b')) + live_end(idem::LiveEnd::cut));
+    seed(t, "live_trailers", live_start()
+                                 + live_head(fp, 200, {{"Content-Type", "application/grpc"}}, idem::expect_trailers,
+                                             {{"grpc-status", "0"}})
+                                 + live_body(std::string("\0\0\0\0\2hi", 7)) + live_end(idem::LiveEnd::complete));
+    seed(t, "live_mid_frame", log.substr(0, log.size() - 3));
+    seed(t, "bad_after_end", log + live_end(idem::LiveEnd::complete) + live_body("x"));
+    seed(t, "bad_body_first", live_start() + live_body("x"));
+    seed(t, "bad_two_heads", live_start() + sse_head + sse_head);
+    seed(t, "bad_empty_body", live_start() + sse_head + std::string("B\0\0\0\0", 5));
+    seed(t, "bad_end_byte", live_start() + sse_head + std::string("E\0\0\0\x01\x04", 6));
+    seed(t, "bad_length", live_start() + sse_head + std::string("B\x80\0\0\x01", 5));
+    seed(t, "bad_head_record", live_start() + live_body(claim(fp, "tok")).replace(0, 1, "H"));
+
+    seed(t, "sse_lf", "\x01" "2" "id: 1\ndata: a\n\nid: 2\ndata: b\n\nid: 3\n\n");
+    seed(t, "sse_crlf_bom", "\x02" "42" "\xEF\xBB\xBF: hi\r\nid: 42\r\ndata: x\r\n\r\ndata: y\r\n\r\n");
+    seed(t, "sse_cr_at_end", "\x01" "5" "id:5\r\r");
+    seed(t, "sse_nul_id", std::string("\x01" "7" "id: 7\nid: 8\0\n\n", 16));
+    seed(t, "sse_utf8_id", "\x04" "\xEF\xBF\xBD" "z" "id: \xE2\x82z\n\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -240,12 +307,13 @@ int main(int argc, char** argv)
         return 2;
     }
     g_dir = argv[1];
-    for (const char* sub : {"", "/fuzz_key", "/fuzz_record", "/fuzz_reply"}) {
+    for (const char* sub : {"", "/fuzz_key", "/fuzz_record", "/fuzz_reply", "/fuzz_live"}) {
         mkdir((g_dir + sub).c_str(), 0755);  // EEXIST is fine; seed() reports the rest
     }
     key_seeds();
     record_seeds();
     reply_seeds();
+    live_seeds();
     std::printf("%d seeds written under %s\n", g_written, g_dir.c_str());
     return 0;
 }
