@@ -119,6 +119,15 @@ sub foreign {
     return 0;
 }
 
+# The response as far as it came (one that did not end, past the bounds
+# of pump, is taken as it is: cut off).
+sub finish {
+    my ($s) = @_;
+    close $s->{sock} unless $s->{eof};
+    $s->{eof} = 1;
+    return $s->finish(0);
+}
+
 # The body the client has so far (parsed again only when more came).
 sub body_of {
     my ($c) = @_;
@@ -232,7 +241,7 @@ sub round {
         . scalar(grep { !$_->{eof} } @streams) . ' responses had not ended ' . END_LIMIT . ' s after the last gate');
     my $t_end = time;
     push @steps, sprintf 'end %.2f', $t_end - $t_last;
-    $_->{res} = $_->{s}->finish(1) for grep { !$_->{gone} } @clients;
+    $_->{res} = finish($_->{s}) for grep { !$_->{gone} } @clients;
     $sc->{requests} += grep { $_->{gone} } @clients;
     Idem::Stress::count_answer($sc, $_->{res}) for grep { !$_->{gone} } @clients;
 
@@ -242,7 +251,7 @@ sub round {
         push @retries, map { { k => $k, s => Idem::Live::post($_->{port}, $k->{uri}, $k->{key}) } } @gws;
     }
     pump([map { $_->{s} } @retries], END_LIMIT, sub { !grep { !$_->{s}{eof} } @retries });
-    $_->{res} = $_->{s}->finish(1) for @retries;
+    $_->{res} = finish($_->{s}) for @retries;
     Idem::Stress::count_answer($sc, $_->{res}) for @retries;
 
     # The verdict.
@@ -398,7 +407,7 @@ sub redis_gone_at_the_end {
     $ok = pump([map { $_->{s} } @clients], END_LIMIT, sub { !grep { !$_->{s}{eof} } @clients });
     my ($now) = Idem::Nginx::workers_of($ng->{pid});
     Idem::Redis::start_redis();
-    my @bad = grep { my $r = $_->{c}{s}->finish(1); !$r->{complete} || $r->{body} ne $_->{stream} } @keys;
+    my @bad = grep { my $r = finish($_->{c}{s}); !$r->{complete} || $r->{body} ne $_->{stream} } @keys;
     $sc->{requests} += @keys;
     Idem::Nginx::nginx_stop($ng);
     push @{ $sc->{notes} }, "Redis gone at the end: $opened streams ended while requests with new keys got: "
