@@ -53,7 +53,7 @@ struct Feed {
     ngx_uint_t slot;        // on the live board
     ngx_atomic_uint_t seen; // the slot's generation when the last read left
     ngx_msec_t progress;    // when the store's log last grew, or could last be read
-    unsigned busy;          // followers being told: not freed meanwhile
+    unsigned busy;          // followers being told, or an append failing at once: not freed meanwhile
 };
 
 namespace {
@@ -329,7 +329,12 @@ void flush(Feed* f)
                    f->sending, &f->node.str, f->published);
     f->op = f->store->live_append(key_of(f), f->published, {f->log + f->published, f->sending}, ttl, on_appended, f);
     if (f->op == nullptr) {
+        // The store cannot be reached now: the log is given up at once. The
+        // caller goes on with f (it tells the followers, then frees f if
+        // idle): f must outlive this, even with no follower left.
+        f->busy++;
         on_appended(f, LiveStatus::failed, {});
+        f->busy--;
     }
 }
 
