@@ -338,6 +338,24 @@ ngx_uint_t count_headers(ngx_list_t& list)
     return n;
 }
 
+// The upstream module ends the exchange. One that ends in error once the
+// response began (the upstream reset or timed out mid-body) cuts the
+// response off: the claim is settled and the joiners are told now, not
+// when nginx frees the request after its lingering close.
+void upstream_finalized(ngx_http_request_t* r, ngx_int_t rc)
+{
+    RequestCtx* ctx = find_ctx(r);
+    if (ctx == nullptr || ctx->capture.upstream_finalize == nullptr) {
+        return;  // not ours: cannot happen
+    }
+    ctx->capture.upstream_finalize(r, rc);
+    if (rc != 0 && rc != NGX_DECLINED && r->upstream != nullptr && r->upstream->header_sent && capturing(ctx)) {
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "idempotency: the upstream ended the response to \"%V\" unfinished (%i)", &ctx->claim.key, rc);
+        capture_settle(ctx);
+    }
+}
+
 // What becomes of the response is decided here, before add_header and the
 // other header filters, so that they see it in $idempotency_status.
 ngx_int_t upper_header_filter(ngx_http_request_t* r)
@@ -348,6 +366,11 @@ ngx_int_t upper_header_filter(ngx_http_request_t* r)
         if (keep_response(r, ctx)) {
             ctx->capture.upper_headers = count_headers(r->headers_out.headers);
             ctx->capture.upper_body_flags = body_flags(r);
+            ngx_http_upstream_t* u = r->upstream;
+            if (u != nullptr && u->finalize_request != upstream_finalized && u->finalize_request != nullptr) {
+                ctx->capture.upstream_finalize = u->finalize_request;
+                u->finalize_request = upstream_finalized;
+            }
         } else {
             stop_capture(r, ctx);
         }

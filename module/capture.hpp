@@ -30,6 +30,7 @@ struct Capture {
     size_t body_size;
     size_t capacity;                // for the body
     Feed* feed;                     // the response published live (feed.hpp), until it ends
+    void (*upstream_finalize)(ngx_http_request_t* r, ngx_int_t rc);  // the upstream module's, behind ours
 };
 
 // Postconfiguration of the capture module: the filters of the lower point,
