@@ -117,7 +117,7 @@ unit: $(UNIT_BIN)
 # t/standin is used only when the real Test::Nginx is not installed.
 STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/005-upstream-errors.t \
                         t/011-wait.t t/013-max-response-size.t t/014-failure-outcomes.t t/032-scope.t \
-                        t/042-release-statuses.t t/055-live-join.t
+                        t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t
 
 prove: $(MODULE)
 	@if perl -MTest::Nginx::Socket -e1 2>/dev/null; then inc=; else inc="-I t/standin"; fi; \
