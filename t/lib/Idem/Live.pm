@@ -29,11 +29,14 @@
 #   $s->body_length($n, [$secs])
 #                     waits until the body so far has at least $n bytes;
 #                     returns the body so far
-#   $s->finish([$secs])
+#   $s->finish([$secs], [$keep_open])
 #                     reads to the end of the connection; returns {status,
 #                     headers, body, complete}: complete when the body ended
 #                     as its framing says (the last chunk, or
-#                     Content-Length bytes), not cut off
+#                     Content-Length bytes), not cut off. With $keep_open
+#                     the client keeps its end open (as a client that does
+#                     not close at once holds nginx's lingering close) until
+#                     $s->close
 #   $s->close         the client goes away
 #   open_gate($name, $n)
 #                     lets the upstream's event stream behind gate $name
@@ -162,12 +165,12 @@ sub body_has {
 }
 
 sub finish {
-    my ($self, $secs) = @_;
+    my ($self, $secs, $keep_open) = @_;
     my $deadline = time + ($secs // IO_TIMEOUT);
     while ($self->_read($deadline)) {
         die "Idem::Live: $self->{uri} did not end\n" if time >= $deadline;
     }
-    $self->_reap;
+    $self->_reap unless $keep_open;
     return $self->_parse // { status => 0, headers => {}, body => '', complete => 0 };
 }
 
