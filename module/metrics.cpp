@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "conf.hpp"
+#include "module_zone.hpp"
 #include "outcome.hpp"
 #include "send.hpp"
 
@@ -62,26 +63,6 @@ size_t bucket(const std::uint64_t (&bounds)[N], std::uint64_t value) noexcept
         i++;
     }
     return i;
-}
-
-ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
-{
-    if (data != nullptr) {  // reload: keep counting where the old cycle was
-        shm_zone->data = data;
-        return NGX_OK;
-    }
-    auto* pool = reinterpret_cast<ngx_slab_pool_t*>(shm_zone->shm.addr);
-    if (shm_zone->shm.exists) {
-        shm_zone->data = pool->data;
-        return NGX_OK;
-    }
-    auto* s = static_cast<Shared*>(ngx_slab_calloc(pool, sizeof(Shared)));
-    if (s == nullptr) {
-        return NGX_ERROR;
-    }
-    pool->data = s;
-    shm_zone->data = s;
-    return NGX_OK;
 }
 
 // ------------------------------------------------------------ the page
@@ -229,28 +210,12 @@ std::uint64_t monotonic_us() noexcept
 
 ngx_int_t metrics_zone_add(ngx_conf_t* cf) noexcept
 {
-    ngx_str_t name{zone_name.size(), bytes(zone_name)};
-    ngx_shm_zone_t* zone = ngx_shared_memory_add(cf, &name, 8 * ngx_pagesize, &ngx_http_idempotency_module);
-    if (zone == nullptr) {
-        return NGX_ERROR;
-    }
-    zone->init = init_zone;
-    return NGX_OK;
+    return add_module_zone(cf, zone_name, 8 * ngx_pagesize, sizeof(Shared));
 }
 
-// The zone is looked up in the cycle the worker runs, never remembered from
-// the last configuration read: a reload that fails leaves the running cycle
-// in place, and a worker respawned after it must attach to that one.
 void metrics_attach(ngx_cycle_t* cycle) noexcept
 {
-    shared = nullptr;
-    for_each_entry<ngx_shm_zone_t>(cycle->shared_memory, [](ngx_shm_zone_t& z) {
-        if (z.tag == &ngx_http_idempotency_module && view(z.shm.name) == zone_name) {
-            shared = static_cast<Shared*>(z.data);
-            return false;
-        }
-        return true;
-    });
+    shared = static_cast<Shared*>(module_zone_block(cycle, zone_name));
 }
 
 char* set_metrics_handler(ngx_conf_t* cf, ngx_command_t*, void*)

@@ -93,21 +93,12 @@ sub live_keys {
 }
 
 # The second gateway, on the same stores with the same locations (started
-# by the first block that needs it, stopped by the last). It loads the
-# module under test (TEST_NGINX_MODULE) with the nginx under test; under
-# make test-asan it runs with the ASan runtime too, reporting where the
-# suite's nginx processes report (ASAN_LOG_DIR).
+# by the first block that needs it, stopped by the last). It runs the
+# nginx and the module under test (Idem::Nginx::nginx_beside_test).
 our $other;
 sub other_port {
     return $other->{port} if $other;
-    my $asan = ($ENV{TEST_NGINX_BINARY} // '') =~ /asan-nginx\.sh\z/ ? 1 : 0;
-    my $logs = $asan ? $ENV{ASAN_LOG_DIR} : undef;
-    local $ENV{STRESS_MODULE} = $ENV{TEST_NGINX_MODULE};
-    local $ENV{STRESS_ASAN} = $asan;
-    local $ENV{NGINX_BIN} = $asan ? $ENV{NGINX_BIN} : $ENV{TEST_NGINX_BINARY} || $ENV{NGINX_BIN};
-    local $ENV{ASAN_OPTIONS} = $logs ? "log_path=$logs/asan:atexit=1:detect_leaks=1" : $ENV{ASAN_OPTIONS};
-    local $ENV{UBSAN_OPTIONS} = $logs ? "log_path=$logs/ubsan" : $ENV{UBSAN_OPTIONS};
-    $other = Idem::Nginx::nginx_start('other', workers => 1,
+    $other = Idem::Nginx::nginx_beside_test('other', workers => 1,
         http => "upstream backend { server 127.0.0.1:$ENV{TEST_NGINX_UPSTREAM_PORT}; }",
         server => "server_name localhost;\n" . locations());
     return $other->{port};

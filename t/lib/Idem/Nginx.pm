@@ -30,6 +30,12 @@
 #                 pick, as $ng->{ports}[i] for o{http}/o{server} given as
 #                 code refs), o{load_module} (default 1). Returns a handle
 #                 { name, dir, port, pid, workers, conf, error_log, ... }.
+#   nginx_beside_test($name, %o)
+#                 nginx_start for a gateway beside the one a Test::Nginx
+#                 file runs: the nginx binary and the module under test
+#                 (TEST_NGINX_BINARY, TEST_NGINX_MODULE), and under
+#                 scripts/asan-suite.sh the ASan runtime, its reports
+#                 written where the suite reads them (ASAN_LOG_DIR)
 #   nginx_stop($ng)   QUIT, then TERM, then KILL, by pid; its workers too
 #   nginx_reload($ng, [$secs])
 #                 SIGHUP; waits (default 15 s) until $ng->{workers} new
@@ -209,6 +215,18 @@ sub nginx_start {
     die "Idem::Nginx: nginx $name exited at start; see $dir/logs\n" if $up eq 'dead';
     die "Idem::Nginx: nginx $name did not come up; see $dir/logs\n" if $up ne 'up';
     return $ng;
+}
+
+sub nginx_beside_test {
+    my ($name, %o) = @_;
+    my $logs = $ENV{ASAN_LOG_DIR};
+    my $asan = ($ENV{TEST_NGINX_BINARY} // '') =~ /asan-nginx\.sh\z/ || $logs ? 1 : 0;
+    local $ENV{STRESS_MODULE} = $ENV{TEST_NGINX_MODULE} if $ENV{TEST_NGINX_MODULE};
+    local $ENV{STRESS_ASAN} = $asan;
+    local $ENV{NGINX_BIN} = $asan ? $ENV{NGINX_BIN} : $ENV{TEST_NGINX_BINARY} || $ENV{NGINX_BIN};
+    local $ENV{ASAN_OPTIONS} = $logs ? "log_path=$logs/asan:atexit=1:detect_leaks=1" : $ENV{ASAN_OPTIONS};
+    local $ENV{UBSAN_OPTIONS} = $logs ? "log_path=$logs/ubsan" : $ENV{UBSAN_OPTIONS};
+    return nginx_start($name, %o);
 }
 
 sub nginx_stop {
