@@ -459,6 +459,7 @@ for my $round (1 .. $P{mem_rounds}) {
 my $rep = '';
 sub say { $rep .= join('', @_) . "\n" }
 sub fmt { defined $_[1] ? sprintf($_[0], $_[1]) : '—' }
+sub cost { defined $_[1] && $_[1] < 0 ? '≈ 0 (noise)' : fmt(@_) }   # a difference lost in the noise
 sub med { my @s = sort { $a <=> $b } @_; return undef unless @s; @s % 2 ? $s[$#s / 2] : ($s[@s / 2 - 1] + $s[@s / 2]) / 2 }
 
 say "| joiner | joiners | events measured | lag p50 ms | lag p99 ms | max ms | target p99 | met |";
@@ -472,12 +473,13 @@ for (['same', 'same worker (1 worker)', LAG_TARGET_GW], ['same2', 'same worker (
         fmt('%.2f', pct(50, @l)), fmt('%.2f', $p99), fmt('%.2f', @l ? max(@l) : undef), $target,
         !defined $p99 ? '—' : $p99 < $target ? 'met' : '**not met**';
 }
+say "";
 for my $k (qw(other redis)) {   # where the lag through the store lies
     my @l = @{ $lag{$k} // [] } or next;
     my @edges = (1, 2, 4, 6, 8, 10, 12, 16, 20, 25);
     my @n = (0) x (@edges + 1);
     for my $v (@l) { my $i = 0; $i++ while $i < @edges && $v >= $edges[$i]; $n[$i]++ }
-    say "", ($k eq 'redis' ? 'Other gateway' : 'Other worker'), ", lags by ms: ",
+    say "- ", ($k eq 'redis' ? 'other gateway' : 'other worker'), ", lags by ms: ",
         join(', ', map { ($_ == 0 ? "< $edges[0]" : $_ == @edges ? "≥ $edges[-1]" : "$edges[$_-1]–$edges[$_]") . " $n[$_]" } 0 .. $#n), ".";
 }
 say "";
@@ -504,11 +506,11 @@ for my $label (1, 100, 1000, 'long') {
     my @lb = map { @{ $_->{lag_b} } } @r;
     say sprintf "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |",
         $label eq 'long' ? "100 (a stream $P{scale_long}/$P{scale_events} × as long)" : $j, med(map { $_->{kb} } @r),
-        ($label eq 'long' ? ('—', fmt('%.2f', $per{gwR}), fmt('%.3f', $per{redis}), '—')
-                          : (fmt('%.2f', $per{gw1}), fmt('%.2f', $per{gwR}), fmt('%.3f', $per{redis}),
-                             defined $per{gw1} && $rep_med{gw1} ? fmt("%.2f", $per{gw1} / ($rep_med{gw1} / 1000)) : "—")),
-        $label eq 'long' ? '—' : defined $per{gwR} && $rep_med{gwR} ? fmt("%.2f", $per{gwR} / ($rep_med{gwR} / 1000)) : "—",
-        fmt('%.2f', $cps), fmt('%.2f', $claims), fmt('%.1f', pct(50, @la)), fmt('%.1f', pct(99, @la)), fmt('%.1f', pct(50, @lb)), fmt('%.1f', pct(99, @lb));
+        ($label eq 'long' ? ('—', cost('%.2f', $per{gwR}), cost('%.3f', $per{redis}), '—')
+                          : (cost('%.2f', $per{gw1}), cost('%.2f', $per{gwR}), cost('%.3f', $per{redis}),
+                             defined $per{gw1} && $rep_med{gw1} ? cost("%.2f", $per{gw1} / ($rep_med{gw1} / 1000)) : "—")),
+        $label eq 'long' ? '—' : defined $per{gwR} && $rep_med{gwR} ? cost("%.2f", $per{gwR} / ($rep_med{gwR} / 1000)) : "—",
+        cost('%.2f', $cps), fmt('%.2f', $claims), fmt('%.1f', pct(50, @la)), fmt('%.1f', pct(99, @la)), fmt('%.1f', pct(50, @lb)), fmt('%.1f', pct(99, @lb));
 }
 say "";
 say "The lag columns come from 5 joiners a gateway read in full (the others only count their bytes); with 1000 joiners a gateway they measure the client, one process reading 2000 streams, more than the gateways.";
@@ -518,17 +520,20 @@ say "|---|---:|";
 say sprintf "| gw1 (%d replays a round) | %s |", $P{replays}, fmt('%.2f', $rep_med{gw1} && $rep_med{gw1} / 1000);
 say sprintf "| gwR (%d replays a round) | %s |", $P{replays}, fmt('%.2f', $rep_med{gwR} && $rep_med{gwR} / 1000);
 say "";
+say "";
 say sprintf "Baseline (the original alone, J = 0), median: gw1 worker %.1f ms, gwR worker %.1f ms, redis-server %.1f ms a stream of %.0f KB; %.0f Redis commands a second of the stream (its appends). A joiner's CPU on gw1 is the worker's over the original alone; with 1 joiner that difference is within the noise of the original's own CPU.",
     $base->{gw1} / 1e6, $base->{gwR} / 1e6, $base->{redis} / 1e6, med(map { $_->{kb} } @{ $scale{0} }) // 0, $base_rate;
 my $plain = { map { my $k = $_; ($k => med(map { $_->{$k} } @{ $scale{plain} })) } qw(gw1 redis span) };
 if (@{ $scale{plain} // [] }) {
     my $events = $P{scale_events};
+    say "";
     say sprintf "The same stream proxied with the module off (plain `proxy_pass`): gw1 worker %.1f ms a stream, %.0f µs an event; with the module on and no joiner, %.0f µs an event (%.2f × plain), redis-server %.0f µs an event (the live log's appends).",
         $plain->{gw1} / 1e6, $plain->{gw1} / 1e3 / $events, $base->{gw1} / 1e3 / $events,
         $plain->{gw1} ? $base->{gw1} / $plain->{gw1} : 0, $base->{redis} / 1e3 / $events;
 }
 my %by;
 for my $r (@{ $scale{100} // [] }) { $by{$_} += $r->{calls_by}{$_} for keys %{ $r->{calls_by} } }
+say "";
 say "Redis commands over the 100-joiner streams, by command: ",
     join(', ', map { "$_ $by{$_}" } sort { $by{$b} <=> $by{$a} } grep { $by{$_} } keys %by), ".";
 say "";
