@@ -4,7 +4,7 @@
 # gets each byte. scripts/bench-live.sh runs it (and puts its tables into
 # docs/performance.md); scripts/bench.sh runs that.
 #
-#   scripts/bench-live.pl [--quick] [--rounds N] [--out FILE] [--keep]
+#   scripts/bench-live.pl [--quick] [--rounds N] [--pad B] [--out FILE] [--keep]
 #
 # Started here, on free loopback ports, stopped by pid at exit (t/lib/Idem):
 #   redis-server   --save '' --appendonly no
@@ -53,7 +53,10 @@
 # (a process did not start, a request was not answered); the targets are
 # for information.
 #
-# --quick: 1 round, shorter streams (about 1 minute); default: 3 rounds
+# --pad B: the scale part's events padded with B bytes instead of 1000 (and
+# fewer of them, so that the long stream stays under 1 MB, the default
+# idempotency_max_response_size): how the cost per KB moves with the size
+# of an event. --quick: 1 round, shorter streams (about 1 minute); default: 3 rounds
 # (about 3 minutes). Environment: NGINX_BIN, STRESS_MODULE (the module;
 # default build/ngx_http_idempotency_module.so), TEST_REDIS_SERVER.
 use strict;
@@ -80,9 +83,9 @@ binmode STDOUT, ':encoding(UTF-8)';
 binmode STDERR, ':encoding(UTF-8)';
 $| = 1;
 
-my ($quick, $rounds, $out, $keep) = (0, undef, undef, 0);
-GetOptions('quick' => \$quick, 'rounds=i' => \$rounds, 'out=s' => \$out, 'keep' => \$keep)
-    or die "usage: bench-live.pl [--quick] [--rounds N] [--out FILE] [--keep]\n";
+my ($quick, $rounds, $out, $keep, $pad) = (0, undef, undef, 0, undef);
+GetOptions('quick' => \$quick, 'rounds=i' => \$rounds, 'out=s' => \$out, 'keep' => \$keep, 'pad=i' => \$pad)
+    or die "usage: bench-live.pl [--quick] [--rounds N] [--pad B] [--out FILE] [--keep]\n";
 $rounds //= $quick ? 1 : 3;
 die "bench-live.pl: --rounds must be 1 to 20\n" unless $rounds >= 1 && $rounds <= 20;
 
@@ -93,6 +96,12 @@ my %P = $quick
     : (lag_events => 200, lag_gap => 0.02, lag_join_after => 10, lag_joiners => 4, lag_joiners2 => 10,
        scale_events => 200, scale_long => 600, scale_gap => 0.01, pad => 1000, replays => 100,
        mem_streams => 10, mem_joiners => 25, mem_events => 3000, mem_gap => 0.002, mem_pad => 100, mem_rounds => 3);
+if (defined $pad) {   # the scale part's events: B bytes of padding (the long stream stays under 1 MB)
+    die "bench-live.pl: --pad must be 0 to 60000\n" unless $pad >= 0 && $pad <= 60000;
+    $P{pad} = $pad;
+    $P{scale_long} = min($P{scale_long}, int(1_000_000 / ($pad + 40)));
+    $P{scale_events} = min($P{scale_events}, int($P{scale_long} / 3));
+}
 my @SCALE_J = (0, 1, 100, 1000);
 use constant { LAG_TARGET_GW => 5, LAG_TARGET_REDIS => 20, STREAM_GRACE => 60, FULL_SAMPLE => 5 };
 

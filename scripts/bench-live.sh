@@ -2,7 +2,7 @@
 # bench-live.sh — the live-join cell of the benchmark (what `make bench` runs
 # after its other cells, through scripts/bench.sh; also runnable alone).
 #
-#   scripts/bench-live.sh [--quick] [--rounds N] [--no-docs] [--keep]
+#   scripts/bench-live.sh [--quick] [--rounds N] [--pad B] [--no-docs] [--keep]
 #
 # Runs scripts/bench-live.pl (its header says what it measures and how):
 # the lag of a joiner behind the original client per event, the CPU per
@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --quick) args+=(--quick) ;;
     --rounds) args+=(--rounds "${2:?}"); shift ;;
+    --pad) args+=(--pad "${2:?}"); shift ;;
     --no-docs) docs=0 ;;
     --keep) keep=1; args+=(--keep) ;;
     -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
