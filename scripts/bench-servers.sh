@@ -166,7 +166,7 @@ stop_gateway() {  # stop_gateway NAME: stops it and keeps what its error log say
     [ "${temp:-0}" -eq 0 ] || TEMP_FILE_LINES+=("$1: $temp")
     n=$(grep '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log" 2>/dev/null | grep -vc 'is buffered to a temporary file' || true)
     if [ "${n:-0}" -gt 0 ]; then
-        LOG_FINDINGS+=("$1: $n lines at warn or above, first: $(grep '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log" | grep -vm1 'is buffered to a temporary file')")
+        LOG_FINDINGS+=("$1: $n lines at warn or above, first: $(grep '\[\(warn\|error\|crit\|alert\|emerg\)\]' "$log" | grep -v 'is buffered to a temporary file' | sed -n 1p)")
         note "the $1 error log has $n lines at warn or above"
     fi
 }

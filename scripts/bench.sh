@@ -2,7 +2,7 @@
 # bench.sh — the benchmark of ngx_http_idempotency_module (what `make bench` runs).
 #
 #   scripts/bench.sh [--quick] [--growth] [--instructions] [--cells "CELL ..."]
-#                    [--rss] [--no-rss] [--no-docs] [--rounds N] [--duration S]
+#                    [--rss] [--no-rss] [--no-live] [--no-docs] [--rounds N] [--duration S]
 #                    [--growth-rounds N] [--growth-duration S] [--connections N]
 #                    [--threads N] [--rss-seconds S] [--rss-requests N] [--keep]
 #
@@ -52,7 +52,16 @@
 # --growth adds a second set of rounds (scripts/bench-growth.sh): response
 # sizes, request body sizes, 512 connections, 2 gateway workers, and 200
 # duplicates waiting for one slow original (Redis commands per waiter).
-# --cells "plain new ..." runs only the cells named (of either set).
+# Then the live-join cell (scripts/bench-live.sh, with its own processes;
+# not with --no-live): how late a duplicate joined to a streaming response
+# gets each event, in the original's worker, in another worker and on
+# another gateway through Redis, the CPU per joiner per KB against a
+# replay's with 1, 100 and 1000 joiners, Redis commands per joiner, and the
+# workers' memory while long streams run with joiners (about 1 minute,
+# --quick; 3 otherwise). Its tables go to build/bench/live.md and the
+# live-join block of docs/performance.md.
+# --cells "plain new ..." runs only the cells named (of either set, and
+# `live` for the live-join cell).
 # Reported per cell, as the median over the rounds with the min–max beside
 # it: CPU time per request of the gateway worker, the upstream worker,
 # redis-server and the whole machine (the primary table; with the share the
@@ -90,7 +99,7 @@ WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
 
 ORIG_ARGS=("$@")
 rounds=5 duration=5 warmup=2 conns=32 threads=1 growth=0 growth_rounds=3 growth_duration=2 only_cells=""
-do_cells=1 do_rss=1 rss_seconds=60 rss_requests=1000000 keep=0 quick=0 rss_only=0 docs=1 instructions=0
+do_cells=1 do_rss=1 rss_seconds=60 rss_requests=1000000 keep=0 quick=0 rss_only=0 docs=1 instructions=0 live=1
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -101,8 +110,9 @@ while [ $# -gt 0 ]; do
     --cells) only_cells=${2:?}; shift ;;
     --growth-rounds) growth_rounds=${2:?}; shift ;;
     --growth-duration) growth_duration=${2:?}; shift ;;
-    --rss) rss_only=1; do_cells=0; do_rss=1; rss_seconds=200 ;;
+    --rss) rss_only=1; do_cells=0; do_rss=1; rss_seconds=200; live=0 ;;
     --no-rss) do_rss=0 ;;
+    --no-live) live=0 ;;
     --rounds) rounds=${2:?}; shift ;;
     --duration) duration=${2:?}; shift ;;
     --connections) conns=${2:?}; shift ;;
@@ -192,6 +202,17 @@ selected() {  # selected CELL...: those of them --cells names (all without --cel
         if [ -z "$only_cells" ] || [[ " $only_cells " == *" $c "* ]]; then echo "$c"; fi
     done
 }
+if [ -n "$only_cells" ]; then   # the live-join cell runs when --cells names it
+    [[ " $only_cells " == *" live "* ]] || live=0
+    only_cells=$(echo " $only_cells " | sed 's/ live / /g; s/^ *//; s/ *$//')
+    if [ -z "$only_cells" ]; then   # only it: nothing else to start
+        live_args=()
+        [ "$quick" = 1 ] && live_args+=(--quick)
+        [ "$docs" = 1 ] || live_args+=(--no-docs)
+        [ "$keep" = 1 ] && live_args+=(--keep)
+        NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER exec "$repo/scripts/bench-live.sh" "${live_args[@]}"
+    fi
+fi
 for c in $only_cells; do [ -n "${CELL_MODE[$c]:-}" ] || die "--cells: no cell named $c"; done
 mapfile -t CELLS < <(selected "${CELLS[@]}")
 for c in $only_cells; do [[ " ${GROWTH_CELLS[*]} " == *" $c "* && " ${CELLS[*]} " != *" $c "* ]] && growth=1; done
@@ -289,6 +310,16 @@ if [ "$docs" = 1 ] && [ "$ERRORS" -eq 0 ]; then
     write_doc_blocks
 elif [ "$docs" = 1 ]; then
     echo "requests failed: docs/performance.md left alone" >&2
+fi
+if [ "$live" = 1 ]; then
+    echo
+    echo "live joining (scripts/bench-live.sh):"
+    live_args=()
+    [ "$quick" = 1 ] && live_args+=(--quick)
+    [ "$docs" = 1 ] || live_args+=(--no-docs)
+    [ "$keep" = 1 ] && live_args+=(--keep)
+    NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-live.sh" "${live_args[@]}" \
+        || { echo "$SCRIPT_NAME: scripts/bench-live.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
 fi
 if [ "$instructions" = 1 ] && ! command -v valgrind >/dev/null; then
     echo "valgrind is not installed: no instructions per request (apt-get install valgrind)" >&2
