@@ -53,6 +53,7 @@ struct Feed {
     ngx_uint_t slot;        // on the live board
     ngx_atomic_uint_t seen; // the slot's generation when the last read left
     ngx_msec_t progress;    // when the store's log last grew, or could last be read
+    ngx_msec_t grew;        // when the store's log last grew
     unsigned busy;          // followers being told, or an append failing at once: not freed meanwhile
 };
 
@@ -70,6 +71,9 @@ constexpr ngx_msec_t read_waiting_max = 500;
 constexpr ngx_msec_t board_tick = 1;
 // A log that ended stays in the store this long for followers still reading it.
 constexpr std::uint64_t ended_log_ttl_ms = 10000;
+// A log that did not grow for this long is read in a way that tells whether
+// it is gone (its gateway died before its end).
+constexpr ngx_msec_t gone_check_after = 1000;
 
 ngx_rbtree_t feeds;
 ngx_rbtree_node_t feeds_sentinel;
@@ -126,6 +130,7 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     ngx_queue_init(&f->watchers);
     ngx_queue_init(&f->joiners);
     f->progress = ngx_current_msec;
+    f->grew = ngx_current_msec;
     f->slot = live_board_slot(key);
     set_event(f->went_live, on_live, f, ngx_cycle->log);
     set_event(f->telling, on_tell, f, ngx_cycle->log);
@@ -300,6 +305,9 @@ void on_appended(void* data, LiveStatus status, std::string_view)
         f->published += f->sending;
         f->sending = 0;
         live_board_bump(f->slot);  // followers in the other workers read it now
+        if (f->ended && f->published == f->len) {
+            f->store->live_expire(key_of(f), ngx_max(ended_log_ttl_ms, std::uint64_t{f->conf->lock_ttl}));
+        }
         flush(f);
         free_if_idle(f);
         return;
@@ -324,7 +332,7 @@ void flush(Feed* f)
         return;
     }
     f->sending = f->len - f->published;
-    std::uint64_t ttl = f->ended ? ngx_max(ended_log_ttl_ms, std::uint64_t{f->conf->lock_ttl}) : f->conf->lock_ttl;
+    std::uint64_t ttl = f->conf->lock_ttl;  // the first append's; the renewals extend it, the end sets its last
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: appending %uz bytes to the live log \"%V\" at %uz",
                    f->sending, &f->node.str, f->published);
     f->op = f->store->live_append(key_of(f), f->published, {f->log + f->published, f->sending}, ttl, on_appended, f);
@@ -402,6 +410,7 @@ void on_read(void* data, LiveStatus status, std::string_view bytes)
         }
         std::memcpy(f->log + f->len, bytes.data(), bytes.size());
         f->len += bytes.size();
+        f->grew = ngx_current_msec;
         grew = true;
         break;
     case LiveStatus::gone:
@@ -434,7 +443,8 @@ void on_read(void* data, LiveStatus status, std::string_view bytes)
 void read_log(Feed* f)
 {
     f->seen = live_board_read(f->slot);
-    f->op = f->store->live_read(key_of(f), f->len, on_read, f);
+    bool may_be_gone = f->len != 0 && ngx_current_msec - f->grew >= gone_check_after;
+    f->op = f->store->live_read(key_of(f), f->len, may_be_gone, on_read, f);
     if (f->op == nullptr) {
         on_read(f, LiveStatus::failed, {});
     }

@@ -49,9 +49,10 @@ struct LiveOp {
     Store* store;
     LiveCallback callback;  // nullptr once abandoned
     void* data;
-    std::uint64_t at;       // where the read starts, or where the append goes
+    std::uint64_t at;       // where the read starts, or where the append goes (a store may keep its own use)
     std::uint64_t ttl_ms;   // an append's: the log lives this long after it
     bool append;
+    bool may_be_gone;       // a read that must tell a log that is gone from one that did not grow
     ngx_event_t event;      // a store that answers on the next event-loop turn (the zone)
     OwnedArgs<2> args;      // the log's key, an append's bytes
 };
@@ -130,13 +131,15 @@ public:
     // Live logs (docs/design.md#live-join): the bytes an original publishes
     // under a key of its own while its response streams, for duplicates in
     // other workers and gateways to follow. An append lands only where the
-    // log ends now (`at`: 0 makes the log), and the log then lives ttl_ms;
-    // a read gives the log's bytes from `at` on. nullptr when the store
-    // cannot be reached now; otherwise the callback runs once, unless the
-    // operation is abandoned.
+    // log ends now (`at`: 0 makes the log, which then lives ttl_ms; later
+    // appends leave its life to live_expire); a read gives the log's bytes
+    // from `at` on, and `gone` for a log that does not exist — told apart
+    // from one that did not grow only when `may_be_gone` asks (Redis then
+    // needs a script). nullptr when the store cannot be reached now;
+    // otherwise the callback runs once, unless the operation is abandoned.
     virtual LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes,
                                 std::uint64_t ttl_ms, LiveCallback callback, void* data) noexcept = 0;
-    virtual LiveOp* live_read(std::string_view key, std::uint64_t at, LiveCallback callback,
+    virtual LiveOp* live_read(std::string_view key, std::uint64_t at, bool may_be_gone, LiveCallback callback,
                               void* data) noexcept = 0;
     virtual void live_abandon(LiveOp* op) noexcept = 0;
     // The log lives ttl_ms from now (fire and forget; 0: it goes now).

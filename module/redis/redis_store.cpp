@@ -18,12 +18,9 @@ namespace {
 
 constexpr std::uint64_t default_lock_ttl_ms = 30000;  // idempotency_lock_ttl's default
 
-// KEYS[1] the live log; ARGV: where the append goes, its bytes, the log's
-// ttl. An append lands only where the log ends, so a lost one leaves no gap.
-constexpr std::string_view live_append_script =
-    "if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end "
-    "redis.call('APPEND', KEYS[1], ARGV[2]) redis.call('PEXPIRE', KEYS[1], ARGV[3]) return 1";
-// KEYS[1] the live log; ARGV[1] where to read from. nil: no such log.
+// A live log that may be gone: nil when it does not exist, else its bytes
+// from ARGV[1] on. An empty GETRANGE alone cannot tell a log that did not
+// grow from one that is gone.
 constexpr std::string_view live_read_script =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
     "return redis.call('GETRANGE', KEYS[1], ARGV[1], -1)";
@@ -95,8 +92,11 @@ public:
         calls_.renew(key, claim, lock_ttl_ms, Role::renewal, lease);
     }
 
-    // A live log's append and read are short scripts sent whole (EVAL):
-    // Redis keeps them compiled, and they need no NOSCRIPT round.
+    // A live log's append is plain commands: the first `SET L bytes PX ttl`,
+    // each later one `APPEND L bytes`, whose reply (the log's new length)
+    // says whether it landed where it was to go; the renewals extend it. Its
+    // read is `GETRANGE L at -1`, or, when it may be gone, a short script
+    // sent whole (EVAL: Redis keeps it compiled, no NOSCRIPT round).
     LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
                         LiveCallback callback, void* data) noexcept override
     {
@@ -105,24 +105,37 @@ public:
             return nullptr;
         }
         op->append = true;
-        char at_text[NGX_INT64_LEN], ttl[NGX_INT64_LEN];
-        size_t at_len = decimal(at, at_text), ttl_len = decimal(ttl_ms, ttl);
-        const char* argv[] = {"EVAL", live_append_script.data(), "1", op->args.arg[0], at_text, op->args.arg[1], ttl};
-        const size_t lens[] = {4, live_append_script.size(), 1, key.size(), at_len, bytes.size(), ttl_len};
-        return send_live(op, key, 7, argv, lens);
+        op->at = at + bytes.size();  // the length the log has once the append landed
+        if (at == 0) {
+            char ttl[NGX_INT64_LEN];
+            size_t ttl_len = decimal(ttl_ms, ttl);
+            const char* argv[] = {"SET", op->args.arg[0], op->args.arg[1], "PX", ttl, "NX"};
+            const size_t lens[] = {3, key.size(), bytes.size(), 2, ttl_len, 2};
+            return send_live(op, key, 6, argv, lens);
+        }
+        const char* argv[] = {"APPEND", op->args.arg[0], op->args.arg[1]};
+        const size_t lens[] = {6, key.size(), bytes.size()};
+        return send_live(op, key, 3, argv, lens);
     }
 
-    LiveOp* live_read(std::string_view key, std::uint64_t at, LiveCallback callback, void* data) noexcept override
+    LiveOp* live_read(std::string_view key, std::uint64_t at, bool may_be_gone, LiveCallback callback,
+                      void* data) noexcept override
     {
         LiveOp* op = new_live_op(this, key, {}, callback, data, log_);
         if (op == nullptr) {
             return nullptr;
         }
+        op->may_be_gone = may_be_gone;
         char at_text[NGX_INT64_LEN];
         size_t at_len = decimal(at, at_text);
-        const char* argv[] = {"EVAL", live_read_script.data(), "1", op->args.arg[0], at_text};
-        const size_t lens[] = {4, live_read_script.size(), 1, key.size(), at_len};
-        return send_live(op, key, 5, argv, lens);
+        if (may_be_gone) {
+            const char* argv[] = {"EVAL", live_read_script.data(), "1", op->args.arg[0], at_text};
+            const size_t lens[] = {4, live_read_script.size(), 1, key.size(), at_len};
+            return send_live(op, key, 5, argv, lens);
+        }
+        const char* argv[] = {"GETRANGE", op->args.arg[0], at_text, "-1"};
+        const size_t lens[] = {8, key.size(), at_len, 2};
+        return send_live(op, key, 4, argv, lens);
     }
 
     void live_abandon(LiveOp* op) noexcept override { op->callback = nullptr; }
@@ -161,7 +174,11 @@ private:
                                   &self->server_.name, op->append ? "append" : "read", reply->str);
                 }
             } else if (op->append) {
-                status = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? LiveStatus::done : LiveStatus::gone;
+                // SET ... NX: OK, or nil when a log was there; APPEND: the new length
+                bool landed = reply->type == REDIS_REPLY_STATUS
+                              || (reply->type == REDIS_REPLY_INTEGER
+                                  && static_cast<std::uint64_t>(reply->integer) == op->at);
+                status = landed ? LiveStatus::done : LiveStatus::gone;
             } else if (reply->type == REDIS_REPLY_STRING) {
                 status = LiveStatus::done;
                 bytes = {reply->str, reply->len};

@@ -157,7 +157,7 @@ public:
         return op;
     }
 
-    LiveOp* live_read(std::string_view key, std::uint64_t at, LiveCallback callback, void* data) noexcept override
+    LiveOp* live_read(std::string_view key, std::uint64_t at, bool, LiveCallback callback, void* data) noexcept override
     {
         LiveOp* op = new_live_op(this, key, {}, callback, data, ngx_cycle->log);
         if (op != nullptr) {
@@ -220,15 +220,14 @@ private:
                 std::memcpy(grown->data, n->data, n->key_len + n->value_len);
                 grown->value_len = n->value_len;
                 grown->by_key.key = hash;
+                grown->by_expiry.key = n->by_expiry.key;
                 remove(n);
                 ngx_rbtree_insert(&sh_->by_key, &grown->by_key);
-                grown->by_expiry.key = now;
                 ngx_rbtree_insert(&sh_->by_expiry, &grown->by_expiry);
                 n = grown;
             }
             std::memcpy(n->data + n->key_len + n->value_len, bytes.data(), bytes.size());
             n->value_len = static_cast<std::uint32_t>(need);
-            expire_at(n, now + op->ttl_ms);
             status = LiveStatus::done;
         }
         unlock(Section::live);
