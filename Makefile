@@ -182,11 +182,12 @@ stress: deps $(MODULE)
 # per process, throughput and latency of plain proxy vs. the module (new key,
 # replay, no key; the zone store, TLS, Redis Cluster, Redis on a CPU of its
 # own), Redis commands per request, worker RSS, how the cost grows (response
-# and body size, connections, workers, waiting duplicates), and instructions
-# per request (callgrind); about 11 minutes; results in
+# and body size, connections, workers, waiting duplicates), instructions
+# per request (callgrind), and live joining (scripts/bench-live.sh: a
+# joiner's lag, joiners at scale, memory); about 14 minutes; results in
 # build/bench/results.md, and each measured table into docs/performance.md
 # between its bench:begin/bench:end markers (scripts/bench-docs.pl).
-# `make bench BENCH_ARGS=--quick` for about 4; BENCH_ARGS=--no-docs leaves
+# `make bench BENCH_ARGS=--quick` for about 5; BENCH_ARGS=--no-docs leaves
 # the docs alone.
 bench: deps $(MODULE)
 	NGINX_BIN=$(NGINX_BIN) scripts/bench.sh --growth --instructions $(BENCH_ARGS)
