@@ -112,17 +112,21 @@ unit: $(UNIT_BIN)
 	$(UNIT_BIN)
 
 # The Test::Nginx suite, on Redis; then the store-agnostic files again on the
-# shared-memory zone store (t/lib/Idem/Store.pm rewrites their blocks' Redis
-# configuration; blocks marked --- redis_only are skipped). The stand-in in
-# t/standin is used only when the real Test::Nginx is not installed.
+# shared-memory zone store, then CLUSTER_TESTS again on a Redis Cluster of 3
+# masters (t/lib/Idem/Store.pm rewrites their blocks' Redis configuration;
+# blocks marked --- redis_only are skipped on both, --- shared_store on the
+# zone). The stand-in in t/standin is used only when the real Test::Nginx
+# is not installed.
 STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/005-upstream-errors.t \
                         t/011-wait.t t/013-max-response-size.t t/014-failure-outcomes.t t/032-scope.t \
                         t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t
+CLUSTER_TESTS := t/055-live-join.t
 
 prove: $(MODULE)
 	@if perl -MTest::Nginx::Socket -e1 2>/dev/null; then inc=; else inc="-I t/standin"; fi; \
 	  TEST_NGINX_BINARY=$(NGINX_BIN) prove $$inc -r t && \
-	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=zone prove $$inc $(STORE_AGNOSTIC_TESTS)
+	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=zone prove $$inc $(STORE_AGNOSTIC_TESTS) && \
+	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=cluster prove $$inc $(CLUSTER_TESTS)
 
 test: deps doc-check
 	$(MAKE) unit
@@ -159,6 +163,8 @@ test-valgrind: deps $(MODULE)
 # The suite against the module built with ASan+UBSan in build/asan/ (its own
 # configure of the nginx-dev tree), libasan preloaded into every nginx; fails on
 # a sanitizer report about the module or a failing test. About 1.5 minutes.
+# ASAN_TESTS="t/a.t" runs only those files; with TEST_NGINX_IDEM_STORE=zone or
+# =cluster, on that store (as the store passes of prove).
 test-asan: deps
 	NGINX_SRC=$(NGINX_SRC) NGINX_BIN=$(NGINX_BIN) scripts/asan-suite.sh
 

@@ -3,9 +3,10 @@
 # then each further byte as the upstream sends it, and ends when the
 # original ends, the way it ends; the upstream runs once
 # (docs/design.md#live-join). Duplicates join in the original's worker, in
-# another worker of its nginx (the store's live log: Redis, or the zone),
-# and on another gateway on the same Redis (--- redis_only: a zone is not
-# shared across gateways).
+# another worker of its nginx (the store's live log: Redis, the cluster, or
+# the zone), and on another gateway on the same Redis or cluster (not on
+# the zone, which no other gateway shares: --- shared_store). The gateways
+# started here use the run's store (Idem::Store::http_store_conf).
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
@@ -84,33 +85,29 @@ sub gateway {
     return Idem::Nginx::nginx_start($name, %o);
 }
 
-# A second gateway on the same Redis, its location as the first's.
+# A second gateway on the run's store (Redis or the cluster), its location
+# as the first's.
 sub other_gateway {
     my (@directives) = @_;
-    my $redis = IdempotencyTest::redis_port();
     return gateway('other', workers => 1,
         http => "upstream backend { server 127.0.0.1:$ENV{TEST_NGINX_UPSTREAM_PORT}; }\n"
-              . "idempotency_redis 127.0.0.1:$redis;",
+              . Idem::Store::http_store_conf(),
         server => "server_name localhost;\n"
                 . Idem::Blocks::idem_location('idempotency_wait 10s', 'proxy_buffering off', @directives));
 }
 
-# The other gateway on Redis; none on the zone store, which no other
-# gateway shares.
-sub other_gateway_on_redis { Idem::Store::on_zone() ? undef : other_gateway(@_) }
+# The other gateway on a store gateways share; none on the zone store.
+sub other_gateway_if_shared { Idem::Store::shared() ? other_gateway(@_) : undef }
 
 # An nginx of two workers on the run's store, with a reuseport listener
 # (each worker has its own socket: the kernel spreads connections over
 # both) whose responses name their worker (X-Worker); its port is
 # $ng->{ports}[0].
 sub two_workers {
-    my $store = Idem::Store::on_zone()
-        ? [ 'idempotency_zone zone=live:10m;', 'idempotency_store zone=live' ]
-        : [ 'idempotency_redis 127.0.0.1:' . IdempotencyTest::redis_port() . ';', '# on Redis' ];
     return gateway('workers', workers => 2, ports => 1, http => sub {
-        "upstream backend { server 127.0.0.1:$ENV{TEST_NGINX_UPSTREAM_PORT}; }\n$store->[0]\n"
+        "upstream backend { server 127.0.0.1:$ENV{TEST_NGINX_UPSTREAM_PORT}; }\n" . Idem::Store::http_store_conf()
         . "server {\nlisten 127.0.0.1:$_[0]{ports}[0] reuseport;\nserver_name localhost;\n"
-        . Idem::Blocks::idem_location($store->[1], 'idempotency_wait 10s', 'proxy_buffering off',
+        . Idem::Blocks::idem_location('idempotency_wait 10s', 'proxy_buffering off',
                                       'add_header X-Worker $pid always')
         . "}\n";
     });
@@ -168,8 +165,8 @@ X-Idempotency-Status: replayed
 --- response_body_like: \Aid: 1\ndata: event 1 of 4\n\n.*id: 4\ndata: event 4 of 4\n\n\z
 
 
-=== TEST 2: a duplicate on another gateway joins through Redis
---- redis_only
+=== TEST 2: a duplicate on another gateway joins through the store they share
+--- shared_store
 --- init
 my $other = main::other_gateway();
 main::joins_mid_stream('/live/2', 'live-2', 'live2', $other->{port});
@@ -288,7 +285,7 @@ main::events(4)
 my $uri = '/live/7?sse=4&gate=live7&die_after=2';
 my $original = Idem::Live::post(main::port(), $uri, 'live-7');
 $original->body_has('event 1 of 4');
-my $other = main::other_gateway_on_redis();
+my $other = main::other_gateway_if_shared();
 my @joiners = map { main::joiner($_, $uri, 'live-7', "a duplicate on port $_") }
                   main::port(), ($other ? $other->{port} : ());
 $_->body_has('event 1 of 4') for @joiners;
@@ -480,7 +477,7 @@ X-Idempotency-Status: replayed
 my $uri = '/live/13?sse=3&gate=live13';
 my $original = Idem::Live::post(main::port(), $uri, 'live-13');
 $original->body_has('event 1 of 3');
-my $other = main::other_gateway_on_redis();
+my $other = main::other_gateway_if_shared();
 my @joiners = map { Idem::Live::post($_, $uri, 'live-13') } (main::port()) x 20, $other ? ($other->{port}) x 5 : ();
 $_->body_has('event 1 of 3') for @joiners;
 Test::More::is_deeply([ map { $_->head->{headers}{'x-idempotency-status'} } @joiners ], [ ('joined') x @joiners ],
