@@ -73,17 +73,9 @@ sub joins_mid_stream {
     Test::More::is(IdempotencyTest::upstream_count($path), 1, "$key: the upstream ran once");
 }
 
-# An nginx outside Test::Nginx on the module under test (under ASan too
-# when the suite runs under scripts/asan-suite.sh: its reports go where the
-# suite reads them).
-sub gateway {
-    my ($name, %o) = @_;
-    local $ENV{STRESS_MODULE} = $ENV{TEST_NGINX_MODULE};
-    local $ENV{STRESS_ASAN} = $ENV{ASAN_LOG_DIR} ? 1 : 0;
-    local $ENV{ASAN_OPTIONS} = "log_path=$ENV{ASAN_LOG_DIR}/asan:atexit=1" if $ENV{ASAN_LOG_DIR};
-    local $ENV{UBSAN_OPTIONS} = "log_path=$ENV{ASAN_LOG_DIR}/ubsan" if $ENV{ASAN_LOG_DIR};
-    return Idem::Nginx::nginx_start($name, %o);
-}
+# An nginx outside Test::Nginx on the nginx and the module under test
+# (Idem::Nginx::nginx_beside_test: under ASan too in make test-asan).
+sub gateway { Idem::Nginx::nginx_beside_test(@_) }
 
 # A second gateway on the run's store (Redis or the cluster), its location
 # as the first's.
