@@ -116,7 +116,8 @@ unit: $(UNIT_BIN)
 # masters (t/lib/Idem/Store.pm rewrites their blocks' Redis configuration;
 # blocks marked --- redis_only are skipped on both, --- shared_store on the
 # zone). The stand-in in t/standin is used only when the real Test::Nginx
-# is not installed.
+# is not installed. PROVE_JOBS=N runs each pass as N prove processes at
+# once (scripts/prove-jobs.sh).
 STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/005-upstream-errors.t \
                         t/011-wait.t t/013-max-response-size.t t/014-failure-outcomes.t t/032-scope.t \
                         t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t
@@ -124,9 +125,9 @@ CLUSTER_TESTS := t/055-live-join.t
 
 prove: $(MODULE)
 	@if perl -MTest::Nginx::Socket -e1 2>/dev/null; then inc=; else inc="-I t/standin"; fi; \
-	  TEST_NGINX_BINARY=$(NGINX_BIN) prove $$inc -r t && \
-	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=zone prove $$inc $(STORE_AGNOSTIC_TESTS) && \
-	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=cluster prove $$inc $(CLUSTER_TESTS)
+	  TEST_NGINX_BINARY=$(NGINX_BIN) scripts/prove-jobs.sh $$inc -r t && \
+	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=zone scripts/prove-jobs.sh $$inc $(STORE_AGNOSTIC_TESTS) && \
+	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=cluster scripts/prove-jobs.sh $$inc $(CLUSTER_TESTS)
 
 test: deps doc-check
 	$(MAKE) unit

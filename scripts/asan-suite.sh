@@ -72,13 +72,13 @@ ASAN_OPTIONS=log_path=stderr:atexit=0:detect_leaks=0 UBSAN_OPTIONS=log_path=stde
 set +e
 
 # ---- the suite
-rm -rf "$logs" "$asan/servroot" && mkdir -p "$logs"
+rm -rf "$logs" "$asan"/servroot* && mkdir -p "$logs"
 inc=; perl -MTest::Nginx::Socket -e1 2>/dev/null || inc="-I $repo/t/standin"
 cd "$repo"
 start=$SECONDS
 ASAN_LOG_DIR="$logs" TEST_NGINX_BINARY="$repo/scripts/asan-nginx.sh" \
     TEST_NGINX_SERVROOT="$asan/servroot" TEST_NGINX_MODULE="$asan/$so" \
-    prove $inc ${ASAN_TESTS:--r t} > "$logs/prove.log" 2>&1
+    "$repo/scripts/prove-jobs.sh" $inc ${ASAN_TESTS:--r t} > "$logs/prove.log" 2>&1
 prove_rc=$?
 echo "prove under ASan+UBSan ($((SECONDS - start)) s): $(grep -E '^(Result|Files=)' "$logs/prove.log" | tr '\n' ' ')"
 grep -E '^t/.*(Failed|Wstat)' "$logs/prove.log" || true

@@ -226,11 +226,11 @@ log "ready in $build_secs s: $nginx with build/newest/$so"
 
 # ---- 5. the suite
 inc=; perl -MTest::Nginx::Socket -e1 2>/dev/null || inc="-I $repo/t/standin"
-rm -rf "$work/servroot"
+rm -rf "$work"/servroot*
 cd "$repo"
 start=$SECONDS
 TEST_NGINX_BINARY="$nginx" TEST_NGINX_MODULE="$work/$so" TEST_NGINX_SERVROOT="$work/servroot" \
-    prove $inc ${NGINX_NEWEST_TESTS:--r t} 2>&1 | tee "$work/prove.log"
+    "$repo/scripts/prove-jobs.sh" $inc ${NGINX_NEWEST_TESTS:--r t} 2>&1 | tee "$work/prove.log"
 rc=${PIPESTATUS[0]}
 log "$what: the suite $( [ "$rc" = 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s (build $build_secs s); output in build/newest/prove.log"
 exit "$rc"
