@@ -30,7 +30,6 @@ struct Feed {
     LiveReadState read;
     std::size_t head_at;    // the head record's place in the log
     std::size_t head_len;
-    Record head;            // decoded from the log where it is now (feed_head)
     bool has_head;
     bool live;              // followers may join: it outlived the turn its response began in
     bool ended;
@@ -598,11 +597,9 @@ bool feed_ended(const Feed* f, LiveEnd& how) noexcept
     return f->ended;
 }
 
-const Record& feed_head(const Feed* f) noexcept
+Record feed_head(const Feed* f) noexcept
 {
-    auto* self = const_cast<Feed*>(f);
-    self->head = *decode_record({f->log + f->head_at + live_frame_overhead, f->head_len - live_frame_overhead});
-    return f->head;
+    return *decode_record({f->log + f->head_at + live_frame_overhead, f->head_len - live_frame_overhead});
 }
 
 bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept

@@ -57,8 +57,9 @@ std::string_view feed_log(const Feed* feed) noexcept;
 // Whether the response ended, and how (the log's end, or the feed's
 // own when the log could not be followed to it).
 bool feed_ended(const Feed* feed, LiveEnd& how) noexcept;
-// The head, decoded (feed_has_head).
-const Record& feed_head(const Feed* feed) noexcept;
+// The head, decoded from the log as it is now (feed_has_head): its views
+// last until the log grows.
+Record feed_head(const Feed* feed) noexcept;
 
 // ctx found its original in flight, holding the claim record `claim`: it
 // follows the original's feed, made here to follow the store when this

@@ -28,24 +28,6 @@ void finish(ngx_http_request_t* r, ngx_int_t rc)
     ngx_http_run_posted_requests(c);
 }
 
-// The response ends as the original's did: whole, or cut off.
-void end(ngx_http_request_t* r, RequestCtx* ctx, LiveEnd how)
-{
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: the joined response to \"%V\" ends (%d)",
-                   &ctx->claim.key, static_cast<int>(how));
-    feed_leave(ctx);
-    enter(ctx, RequestState::answered);
-    if (how != LiveEnd::complete) {
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                      "idempotency: the response to \"%V\" that this request joined was %s: so is this one",
-                      &ctx->claim.key, how == LiveEnd::cut ? "cut at idempotency_max_response_size" : "cut off");
-        r->connection->error = 1;
-        finish(r, NGX_ERROR);
-        return;
-    }
-    finish(r, ngx_http_send_special(r, NGX_HTTP_LAST));
-}
-
 const ngx_buf_tag_t join_tag = reinterpret_cast<ngx_buf_tag_t>(&ngx_http_idempotency_module);
 
 // A chunk buffer of the joiner's own, reused once sent.
@@ -72,11 +54,28 @@ ngx_chain_t* chunk(ngx_http_request_t* r, RequestCtx* ctx)
     return cl;
 }
 
+// The request stops following and ends with `rc`.
 void give_up(ngx_http_request_t* r, RequestCtx* ctx, ngx_int_t rc)
 {
     feed_leave(ctx);
     enter(ctx, RequestState::answered);
     finish(r, rc);
+}
+
+// The response ends as the original's did: whole, or cut off.
+void end(ngx_http_request_t* r, RequestCtx* ctx, LiveEnd how)
+{
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: the joined response to \"%V\" ends (%d)",
+                   &ctx->claim.key, static_cast<int>(how));
+    if (how != LiveEnd::complete) {
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "idempotency: the response to \"%V\" that this request joined was %s: so is this one",
+                      &ctx->claim.key, how == LiveEnd::cut ? "cut at idempotency_max_response_size" : "cut off");
+        r->connection->error = 1;
+        give_up(r, ctx, NGX_ERROR);
+        return;
+    }
+    give_up(r, ctx, ngx_http_send_special(r, NGX_HTTP_LAST));
 }
 
 // While the client has not taken what it was sent, nginx's writer timing
@@ -291,7 +290,7 @@ ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept
     enter(ctx, RequestState::joining);
     feed_attach(ctx);
     // the head copied: its headers live as long as the request
-    const Record& shared = feed_head(feed);
+    const Record shared = feed_head(feed);
     std::string_view log = feed_log(feed);
     auto* head = static_cast<Record*>(ngx_palloc(r->pool, sizeof(Record)));
     auto* copy = static_cast<char*>(ngx_pnalloc(r->pool, shared.headers.size() + 1));
@@ -327,7 +326,6 @@ ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept
         ngx_http_finalize_request(r, rc == NGX_OK ? ngx_http_send_special(r, NGX_HTTP_LAST) : rc);
         return NGX_DONE;
     }
-    ctx->join.header_sent = true;
     // a client that leaves is noticed while nothing is sent to it
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = on_write;

@@ -27,7 +27,6 @@ struct Join {
     Feed* feed;            // followed: watched, or joined; nullptr when none
     ngx_queue_t link;      // in the feed's watchers or joiners
     bool joined;           // in the joiners (else a watcher)
-    bool header_sent;
     std::size_t pos;       // in the feed's log: the next frame to read
     std::size_t in_frame;  // of that frame's body: what was sent already
     LiveReadState read;
