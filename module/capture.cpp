@@ -420,6 +420,14 @@ void capture_begin(RequestCtx* ctx) noexcept
     protect_content_handler(ctx);
 }
 
+std::string_view captured_body(const RequestCtx* ctx) noexcept
+{
+    if (ctx->capture.record == nullptr) {
+        return {};
+    }
+    return {ctx->capture.record + ctx->capture.head_size, ctx->capture.body_size};
+}
+
 // The request is over: a claim still held means its response never
 // completed. If an upstream may have received the request, or the response
 // had begun, keep the key so the retry is not executed again (410);

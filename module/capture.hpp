@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "ngx.hpp"
 
@@ -41,6 +42,9 @@ ngx_int_t capture_init(ngx_conf_t* cf);
 ngx_int_t capture_upper_init(ngx_conf_t* cf);
 // The request was forwarded with the claim held: record its response.
 void capture_begin(RequestCtx* ctx) noexcept;
+// The body recorded so far (empty once it could not be kept): what a live
+// feed takes over when its response goes live (feed.cpp).
+std::string_view captured_body(const RequestCtx* ctx) noexcept;
 // The request is over: settle a claim whose response never completed.
 void capture_settle(RequestCtx* ctx) noexcept;
 

@@ -34,6 +34,7 @@ struct Feed {
     bool live;              // followers may join: it outlived the turn its response began in
     bool ended;
     LiveEnd how;
+    RequestCtx* publisher;  // the original, while it holds the feed
     bool local;             // its original is a request of this worker
     bool held;              // ... which has not ended it yet
     bool publishing;        // its head is written, its end not yet
@@ -109,6 +110,7 @@ Feed* find(std::string_view key)
 }
 
 void on_live(ngx_event_t* ev);
+bool add_frame(Feed* f, std::size_t size);
 void on_tell(ngx_event_t* ev);
 void on_next_read(ngx_event_t* ev);
 
@@ -352,6 +354,15 @@ void flush(Feed* f)
 void on_live(ngx_event_t* ev)
 {
     auto* f = static_cast<Feed*>(ev->data);
+    // Until now the body went to the capture alone (most responses end in
+    // the turn they began in): the feed takes what it has over, at once.
+    std::string_view body = f->publisher != nullptr && f->publishing ? captured_body(f->publisher) : std::string_view{};
+    if (!body.empty() && add_frame(f, live_frame_overhead + body.size())) {
+        char* to = encode_live_body_header(f->log + f->len, body.size());
+        std::memcpy(to, body.data(), body.size());
+        f->len = static_cast<std::size_t>(to - f->log) + body.size();
+        take_in(f);
+    }
     f->live = true;
     f->store_started = f->to_store;
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: the response published as \"%V\" is live",
@@ -503,6 +514,7 @@ Feed* feed_open(RequestCtx* ctx) noexcept
         return nullptr;
     }
     f->conf = ctx->conf;
+    f->publisher = ctx;
     f->local = true;
     f->held = true;
     f->to_store = ctx->conf->seal_keys == nullptr;
@@ -531,8 +543,8 @@ void feed_publish(Feed* f, RequestCtx* ctx, std::uint16_t status, const Header* 
 
 void feed_body(Feed* f, std::string_view bytes) noexcept
 {
-    if (!f->publishing || bytes.empty()) {
-        return;
+    if (!f->publishing || !f->live || bytes.empty()) {
+        return;  // before it is live, the body is kept by the capture alone (on_live)
     }
     if (!add_frame(f, live_frame_overhead + bytes.size())) {
         tell(f, false);
@@ -549,6 +561,7 @@ void feed_body(Feed* f, std::string_view bytes) noexcept
 void feed_end(Feed* f, LiveEnd how) noexcept
 {
     f->held = false;
+    f->publisher = nullptr;
     if (!f->publishing) {  // never published, or cut off already (out of memory)
         if (f->ended && f->has_head) {
             tell(f, false);

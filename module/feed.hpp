@@ -7,9 +7,11 @@
 // claim of another request never shares one.
 //
 // An original in this worker publishes its own feed as its response is
-// captured (capture.cpp), and, once the response outlives the event-loop
-// turn that began it, appends the log to the store under the live key, one
-// append in flight at a time, for duplicates in other workers and gateways.
+// captured (capture.cpp). Once the response outlives the event-loop turn
+// that began it — most do not — it is live: the feed takes over the body
+// the capture has so far and gets each piece from then on, and appends the
+// log to the store under the live key, one append in flight at a time, for
+// duplicates in other workers and gateways.
 // There a feed follows the store's log: it reads what was appended since
 // its last read, quickly while bytes flow, more slowly while they do not.
 //
