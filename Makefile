@@ -21,7 +21,7 @@ LD_OPT ?= -Wl,-z,relro -Wl,-z,now -fPIC
 
 CXX      ?= g++
 CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror
-CORE_SRCS := module/disposition.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
+CORE_SRCS := module/disposition.cpp module/claim_token.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
 UNIT_SRCS := $(wildcard t/unit/*.cpp)
 UNIT_BIN  := $(BUILD)/unit_tests
 

@@ -1,7 +1,7 @@
 // claim.cpp — the claim's whole life and the claim's part of the request
 // context (claim.hpp's Claim): named (the store key), made (the
 // fingerprint and a token unique to the request: a random prefix drawn once
-// per worker, then a counter), answered (granted, replay, 409, 410, 422,
+// per worker, then a counter, then who holds the claim), answered (granted, replay, 409, 410, 422,
 // 503), handed to a wait group while an original is in flight (wait.cpp
 // answers through claim.cpp's function), renewed while the response is in
 // progress, and settled: completed with the record, released, marked
@@ -17,6 +17,7 @@
 #include <cstring>
 #include <utility>
 
+#include "claim_token.hpp"
 #include "feed.hpp"
 #include "key.hpp"
 #include "lease.hpp"
@@ -29,7 +30,7 @@
 namespace idem {
 namespace {
 
-constexpr size_t token_length = 16;
+constexpr size_t token_length = token_unique_length;
 
 LogLimiter unreachable_log, timeout_log;
 
@@ -149,8 +150,8 @@ void on_renew(ngx_event_t* ev)
     ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
-// The claim token only has to be unique, so that a claim can be told from
-// any other (fencing), not secret: 8 random bytes drawn once per worker,
+// The claim token's first part only has to be unique, so that a claim can
+// be told from any other (fencing), not secret: 8 random bytes drawn once per worker,
 // then a counter. Drawing 16 random bytes per request cost more than the
 // rest of the claim.
 struct TokenSource {
@@ -212,6 +213,7 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
             std::memcpy(ctx->claim.record.data, grant->record.data(), grant->record.size());
             ctx->claim.lease_end = grant->lease_end;
         }
+        ctx->claim.fence = result.fence;
         take_lease(ctx);
         break;
     case Outcome::replayed:
@@ -268,11 +270,18 @@ bool claim_name(RequestCtx* ctx, std::string_view key) noexcept
 bool make_claim_record(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;
-    u_char token[token_length];
-    if (!tokens.next(token)) {
+    u_char unique[token_length];
+    if (!tokens.next(unique)) {
         return false;
     }
-    std::string_view token_view{reinterpret_cast<char*>(token), sizeof(token)};
+    // who holds the claim, for the operator's inspection (docs/design.md#who-holds-a-claim)
+    ngx_time_t* tp = ngx_timeofday();
+    Holder holder{{reinterpret_cast<const char*>(ngx_cycle->hostname.data), ngx_cycle->hostname.len},
+                  static_cast<std::uint32_t>(ngx_pid),
+                  static_cast<std::uint64_t>(tp->sec) * 1000 + tp->msec,
+                  static_cast<std::uint32_t>(ngx_min(ctx->conf->lock_ttl, NGX_MAX_UINT32_VALUE))};
+    char token[token_unique_length + 18 + max_holder_host];
+    std::string_view token_view{token, encode_claim_token(unique, holder, token)};
     size_t size = claim_size(token_view);
     ctx->claim.record.data = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
     if (ctx->claim.record.data == nullptr) {
@@ -292,7 +301,7 @@ void claim_key(RequestCtx* ctx) noexcept
     if (ctx->claim.store != nullptr) {
         ngx_array_t* keys = conf->seal_keys;
         ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
-                           keys ? keys->nelts : 0};
+                           keys ? keys->nelts : 0, conf->fence};
         // the lease a grant of this attempt will have (used once the claim is ours)
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
         ctx->claim.pending =

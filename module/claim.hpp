@@ -5,6 +5,7 @@
 // request context.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "ngx.hpp"
@@ -24,6 +25,7 @@ struct Claim {
     ngx_msec_t lease_end;   // until when the claim surely holds (lease.hpp), from when it was sent
     Lease* lease;           // once the claim is ours: lease_end, revoked by a renewal that finds the claim gone
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
+    std::uint64_t fence;    // drawn by the store when the claim was granted (fence.hpp); 0: none
 };
 
 // Names the claim: its store key, from the virtual server, the caller's

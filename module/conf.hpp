@@ -84,6 +84,7 @@ struct LocConf {
     const ReleaseStatuses* release_statuses;  // idempotency_release_statuses
     ngx_flag_t fail_open;
     ngx_array_t* seal_keys;               // idempotency_encrypt_key: of SecretKey, sealing key first
+    bool fence;                           // claims draw a fence: $idempotency_fence is named (fence.hpp)
 };
 
 }  // namespace idem

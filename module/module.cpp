@@ -12,6 +12,7 @@
 #include "conf_util.hpp"
 #include "disposition.hpp"
 #include "feed.hpp"
+#include "fence.hpp"
 #include "live_board.hpp"
 #include "key_space.hpp"
 #include "metrics.hpp"
@@ -276,6 +277,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_ptr_value(conf->release_statuses, prev->release_statuses, &not_executed);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
     ngx_conf_merge_ptr_value(conf->seal_keys, prev->seal_keys, nullptr);
+    conf->fence = fence_named(cf);
 
     if (conf->zone != nullptr && !zone::defined(conf->zone)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -338,7 +340,7 @@ ngx_int_t add_variables(ngx_conf_t* cf)
         return NGX_ERROR;
     }
     var->get_handler = status_variable;
-    return NGX_OK;
+    return fence_add_variables(cf);
 }
 
 // ------------------------------------------------------------------ wiring

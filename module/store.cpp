@@ -11,6 +11,13 @@ void ClaimWaiter::answer(Outcome outcome) const noexcept
     callback(data, {outcome, nullptr, {}});
 }
 
+void ClaimWaiter::granted(std::uint64_t drawn) const noexcept
+{
+    ClaimResult result{Outcome::fresh, nullptr, {}};
+    result.fence = drawn;
+    callback(data, result);
+}
+
 void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_t* log) const noexcept
 {
     std::string_view value = found.view();

@@ -32,6 +32,9 @@ struct ClaimResult {
     // and keep them instead of copying the record; what it leaves, the
     // store frees.
     RecordBytes* bytes = nullptr;
+    // fresh: the claim's fence (docs/design.md#the-fence), when the waiter
+    // asked for one and the store could draw it; 0: none
+    std::uint64_t fence = 0;
 };
 
 using ClaimCallback = void (*)(void* data, const ClaimResult& result);
@@ -65,8 +68,10 @@ struct ClaimWaiter {
     Digest fingerprint;
     const SecretKey* keys;   // idempotency_encrypt_key, to open sealed records
     std::size_t key_count;
+    bool fence;              // a granted claim draws its fence (docs/design.md#the-fence)
 
     void answer(Outcome outcome) const noexcept;
+    void granted(std::uint64_t fence) const noexcept;
     // Answers with what `found`, the record read under `key`, means for the
     // request (decide.hpp); one that cannot be used is logged. The request
     // may keep the bytes (ClaimResult::bytes); else they are freed here.

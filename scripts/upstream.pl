@@ -27,6 +27,8 @@
 #   cookies=N      N headers "Set-Cookie: c<i>=v<i>", i = 1..N, in order
 #   header=N:V     extra response header (may repeat; a Content-Type given
 #                  this way replaces the default one)
+#   echo=NAME      the request's header NAME sent back as "X-Echo-NAME: value"
+#                  (may repeat; "-" when the request had none)
 #   trickle=SECS   send the body in up to 4 pieces, SECS apart (with gate=NAME:
 #                  piece I (I >= 2) waits until gate NAME is open to I)
 #   reset=1        send the headers and half the body, then close with
@@ -294,7 +296,7 @@ sub uri_unescape {
 sub parse_params {
     my ($query) = @_;
     my %p = (status => 201, sleep => 0, trickle => 0, cookies => 0,
-             chunked => 0, binary => 0, reset => 0, headers => []);
+             chunked => 0, binary => 0, reset => 0, headers => [], echo => []);
     for my $pair (split /[&;]/, $query // '') {
         next if $pair eq '';
         my ($k, $v) = map { uri_unescape($_) } split /=/, $pair, 2;
@@ -323,6 +325,10 @@ sub parse_params {
             $p{$k} = $v;
         } elsif ($k eq 'binary' || $k eq 'chunked' || $k eq 'reset') {
             $p{$k} = ($v eq '' || $v eq '1' || lc $v eq 'true') ? 1 : 0;
+        } elsif ($k eq 'echo') {
+            die "bad request: echo\n" unless $v =~ /^[A-Za-z0-9-]{1,64}$/;
+            die "bad request: too many headers\n" if @{ $p{echo} } >= MAX_HEADERS;
+            push @{ $p{echo} }, $v;
         } elsif ($k eq 'header') {
             my ($name, $value) = $v =~ /^([!#\$%&'*+.^_`|~0-9A-Za-z-]+):\s*([^\r\n]*)$/
                 or die "bad request: header\n";
@@ -560,6 +566,7 @@ sub handle {
     }
     $head .= "Set-Cookie: c$_=v$_\r\n" for 1 .. $p->{cookies};
     $head .= "$_->[0]: $_->[1]\r\n" for @extra;
+    $head .= "X-Echo-$_: " . ($req->{headers}{lc $_} // '-') . "\r\n" for @{ $p->{echo} };
     $head .= "X-Upstream-Execution: $n\r\n";
     $head .= "Connection: close\r\n\r\n";
 

@@ -25,6 +25,13 @@ constexpr std::string_view live_read_script =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
     "return redis.call('GETRANGE', KEYS[1], ARGV[1], -1)";
 
+// The claim when the configuration hands the upstream a fence
+// (docs/design.md#the-fence): `SET ... NX PX ttl GET`, and, granted, Redis's
+// clock read in the same step. Sent whole (EVAL): Redis keeps it compiled.
+constexpr std::string_view fenced_claim_script =
+    "local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') "
+    "if v then return v end return redis.call('TIME')";
+
 class RedisStore final : public Store {
 public:
     RedisStore(const RedisServer& server, Router* router, ngx_log_t* log) noexcept
@@ -59,9 +66,17 @@ public:
         note_lock_ttl(lock_ttl_ms);
         char ttl[NGX_INT64_LEN];
         size_t ttl_len = decimal(lock_ttl_ms, ttl);
-        const char* argv[] = {"SET", op->args.arg[0], op->args.arg[1], "NX", "PX", ttl, "GET"};
-        const size_t lens[] = {3, key.size(), claim.size(), 2, 2, ttl_len, 3};
-        if (!router_->command(key, 7, argv, lens, on_claim_reply, op)) {
+        bool sent;
+        if (waiter.fence) {
+            const char* argv[] = {"EVAL", fenced_claim_script.data(), "1", op->args.arg[0], op->args.arg[1], ttl};
+            const size_t lens[] = {4, fenced_claim_script.size(), 1, key.size(), claim.size(), ttl_len};
+            sent = router_->command(key, 6, argv, lens, on_claim_reply, op);
+        } else {
+            const char* argv[] = {"SET", op->args.arg[0], op->args.arg[1], "NX", "PX", ttl, "GET"};
+            const size_t lens[] = {3, key.size(), claim.size(), 2, 2, ttl_len, 3};
+            sent = router_->command(key, 7, argv, lens, on_claim_reply, op);
+        }
+        if (!sent) {
             ngx_free(op);
             return nullptr;
         }
@@ -215,7 +230,8 @@ private:
         auto* op = static_cast<PendingOp*>(data);
         auto* self = static_cast<RedisStore*>(op->store);
         std::string_view found;
-        ClaimReply kind = read_claim_reply(reply, found);
+        std::uint64_t fence = 0;
+        ClaimReply kind = op->waiter.fence ? read_fenced_claim_reply(reply, found, fence) : read_claim_reply(reply, found);
         bool lost = reply == nullptr;
 
         if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
@@ -235,8 +251,10 @@ private:
             if (kind == ClaimReply::found) {
                 // the request may keep the string: the reply lets go of it
                 waiter.answer_found(op->key(), RecordBytes::owned(std::exchange(reply->str, nullptr), found), self->log_);
+            } else if (kind == ClaimReply::granted) {
+                waiter.granted(fence);
             } else {
-                waiter.answer(kind == ClaimReply::granted ? Outcome::fresh : Outcome::unavailable);
+                waiter.answer(Outcome::unavailable);
             }
             if (lost) {
                 self->release(op->key(), op->claim(), op->lock_ttl_ms);  // it may have been granted: free it once Redis answers

@@ -6,6 +6,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <cstdint>
 #include <string_view>
 
 #include "../record.hpp"
@@ -38,6 +39,40 @@ inline ClaimReply read_claim_reply(const redisReply* reply, std::string_view& fo
 {
     Bulk bulk = read_bulk(reply, found);
     return bulk == Bulk::nil ? ClaimReply::granted : bulk == Bulk::string ? ClaimReply::found : ClaimReply::unusable;
+}
+
+// The fenced claim's reply (the script fenced_claim_script): the record
+// already there, as `SET ... GET` gives it, or, granted, Redis's clock
+// (TIME: seconds and microseconds, as strings), which becomes the fence:
+// microseconds since the Unix epoch (docs/design.md#the-fence).
+inline ClaimReply read_fenced_claim_reply(const redisReply* reply, std::string_view& found,
+                                          std::uint64_t& fence) noexcept
+{
+    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
+        ClaimReply kind = read_claim_reply(reply, found);
+        return kind == ClaimReply::granted ? ClaimReply::unusable : kind;  // the script never answers nil
+    }
+    std::uint64_t parts[2] = {0, 0};
+    if (reply->elements != 2) {
+        return ClaimReply::unusable;
+    }
+    for (std::size_t i = 0; i < 2; i++) {
+        const redisReply* part = reply->element[i];
+        if (part == nullptr || part->type != REDIS_REPLY_STRING || part->len == 0 || part->len > 12) {
+            return ClaimReply::unusable;
+        }
+        for (std::size_t c = 0; c < part->len; c++) {
+            if (part->str[c] < '0' || part->str[c] > '9') {
+                return ClaimReply::unusable;
+            }
+            parts[i] = parts[i] * 10 + static_cast<std::uint64_t>(part->str[c] - '0');
+        }
+    }
+    if (parts[1] >= 1000000 || parts[0] == 0) {
+        return ClaimReply::unusable;
+    }
+    fence = parts[0] * 1000000 + parts[1];
+    return ClaimReply::granted;
 }
 
 // What the leased store — `MULTI; PEXPIRETIME key; SET key record PX ttl

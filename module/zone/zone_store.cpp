@@ -410,7 +410,11 @@ private:
 
     // Claims `key` if it is free (or its record expired), else copies out
     // the record found (ngx_alloc'd, owned by `found`).
-    Claimed take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, RecordBytes& found) noexcept
+    // `fence`: a granted claim draws one — the clock in microseconds since
+    // the Unix epoch, or one more than the zone's last fence if that is not
+    // less (docs/design.md#the-fence).
+    Claimed take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, RecordBytes& found,
+                 std::uint64_t* fence) noexcept
     {
         ngx_rbtree_key_t hash = hash_of(key);
         lock(Section::claim);
@@ -428,6 +432,11 @@ private:
             }
         } else if (insert(key, hash, claim, now, now + lock_ttl_ms) == nullptr) {
             result = Claimed::full;
+        } else if (fence != nullptr) {
+            ngx_time_t* tp = ngx_timeofday();
+            std::uint64_t clock = static_cast<std::uint64_t>(tp->sec) * 1000000 + tp->msec * 1000;
+            sh_->last_fence = clock > sh_->last_fence ? clock : sh_->last_fence + 1;
+            *fence = sh_->last_fence;
         }
         unlock(result == Claimed::granted || result == Claimed::full ? Section::claim : Section::found);
         return result;
@@ -440,10 +449,11 @@ private:
         auto* op = static_cast<PendingOp*>(ev->data);
         auto* self = static_cast<ZoneStore*>(op->store);
         RecordBytes found;
+        std::uint64_t fence = 0;
 
-        switch (self->take(op->key(), op->claim(), op->lock_ttl_ms, found)) {
+        switch (self->take(op->key(), op->claim(), op->lock_ttl_ms, found, op->waiter.fence ? &fence : nullptr)) {
         case Claimed::granted:
-            op->waiter.answer(Outcome::fresh);
+            op->waiter.granted(fence);
             break;
         case Claimed::full:
             count(Counter::zone_full_claims);
@@ -498,6 +508,7 @@ ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
     pool->data = sh;
     ngx_rbtree_init(&sh->by_key, &sh->key_sentinel, insert_by_key);
     ngx_rbtree_init(&sh->by_expiry, &sh->expiry_sentinel, ngx_rbtree_insert_value);
+    sh->last_fence = 0;
 
     size_t len = sizeof(" in idempotency zone \"\"") + shm_zone->shm.name.len;
     pool->log_ctx = static_cast<u_char*>(ngx_slab_alloc(pool, len));

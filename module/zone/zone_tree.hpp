@@ -26,6 +26,7 @@ struct Shared {
     ngx_rbtree_node_t key_sentinel;
     ngx_rbtree_t by_expiry;
     ngx_rbtree_node_t expiry_sentinel;
+    std::uint64_t last_fence;  // the last fence a claim drew (docs/design.md#the-fence)
 };
 
 inline Node* node_by_key(ngx_rbtree_node_t* n)
