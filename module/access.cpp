@@ -150,8 +150,6 @@ void body_ready(ngx_http_request_t* r)
 
 // ------------------------------------------------------------ the key
 
-enum class KeyLookup { none, one, many };
-
 // nginx keeps a lower-case copy of every request header's name.
 bool has_name(const ngx_table_elt_t& h, const ngx_str_t& lowcase_name)
 {
@@ -161,6 +159,8 @@ bool has_name(const ngx_table_elt_t& h, const ngx_str_t& lowcase_name)
     return h.lowcase_key != nullptr ? ngx_memcmp(h.lowcase_key, lowcase_name.data, lowcase_name.len) == 0
                                     : ngx_strncasecmp(h.key.data, lowcase_name.data, lowcase_name.len) == 0;
 }
+
+}  // namespace
 
 KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, ngx_str_t& value)
 {
@@ -175,8 +175,6 @@ KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, 
     });
     return found;
 }
-
-}  // namespace
 
 RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
 {

@@ -85,6 +85,7 @@ struct LocConf {
     ngx_flag_t fail_open;
     ngx_array_t* seal_keys;               // idempotency_encrypt_key: of SecretKey, sealing key first
     bool fence;                           // claims draw a fence: $idempotency_fence is named (fence.hpp)
+    bool admin;                           // idempotency_admin: the operator's endpoint (admin.cpp)
 };
 
 }  // namespace idem

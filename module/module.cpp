@@ -7,6 +7,7 @@
 // claim.cpp, wait.cpp, capture.cpp, client_gone.cpp and replay.cpp.
 
 #include "access.hpp"
+#include "admin.hpp"
 #include "capture.hpp"
 #include "request_ctx.hpp"
 #include "conf_util.hpp"
@@ -71,6 +72,7 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_fail_open"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, fail_open)),
     directive(ngx_string("idempotency_encrypt_key"), NGX_CONF_1MORE, set_encrypt_key),
     {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
+    {ngx_string("idempotency_admin"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_admin_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
     ngx_null_command,
 };
 
@@ -283,6 +285,12 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"idempotency_store\": unknown zone \"%V\" (define it with \"idempotency_zone zone=%V:SIZE\" "
                            "in the http block)", &conf->zone->shm.name, &conf->zone->shm.name);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    if (conf->admin && conf->server == nullptr && conf->zone == nullptr) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency_admin\" needs the store it inspects: \"idempotency_redis\" (or _redis_cluster, "
+                           "_redis_sentinel), or \"idempotency_store zone=NAME\", in this location or an enclosing block");
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     if (conf->enable && conf->server == nullptr && conf->zone == nullptr) {

@@ -75,6 +75,20 @@ LiveOp* new_live_op(Store* store, std::string_view key, std::string_view bytes, 
     return op;
 }
 
+PeekOp* new_peek_op(Store* store, std::string_view key, std::string_view expected, bool purge, PeekCallback callback,
+                    void* data, ngx_log_t* log) noexcept
+{
+    const std::string_view args[] = {key, expected};
+    auto* op = new_with_args<PeekOp>(args, 2, log);
+    if (op != nullptr) {
+        op->store = store;
+        op->callback = callback;
+        op->data = data;
+        op->purge = purge;
+    }
+    return op;
+}
+
 Lease* new_lease(std::uint64_t end, ngx_log_t* log) noexcept
 {
     auto* lease = static_cast<Lease*>(ngx_alloc(sizeof(Lease), log));

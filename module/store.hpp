@@ -60,6 +60,24 @@ struct LiveOp {
     OwnedArgs<2> args;      // the log's key, an append's bytes
 };
 
+// The operator's plane (docs/design.md#inspect-and-purge): a peek answers
+// `done` with the value under a key now (valid during the callback only)
+// and the milliseconds it has left (-1: no expiry), `gone` when nothing is
+// there; a purge answers `done` when it removed the key, which still held
+// exactly the value expected, and `gone` when it held anything else or
+// nothing. `failed`: the store cannot say.
+using PeekCallback = void (*)(void* data, LiveStatus status, std::string_view value, std::int64_t ttl_ms);
+
+// A peek or purge in flight; the callback is not run once it is abandoned.
+struct PeekOp {
+    Store* store;
+    PeekCallback callback;  // nullptr once abandoned
+    void* data;
+    bool purge;
+    ngx_event_t event;      // a store that answers on the next event-loop turn (the zone)
+    OwnedArgs<2> args;      // the key, a purge's expected value
+};
+
 // Who waits for a claim, and how to judge the record it finds; every store
 // keeps one with each claim in flight.
 struct ClaimWaiter {
@@ -149,11 +167,22 @@ public:
     virtual void live_abandon(LiveOp* op) noexcept = 0;
     // The log lives ttl_ms from now (fire and forget; 0: it goes now).
     virtual void live_expire(std::string_view key, std::uint64_t ttl_ms) noexcept = 0;
+
+    // The operator's plane (PeekCallback): nullptr when the store cannot be
+    // reached now; otherwise the callback runs once, unless abandoned.
+    virtual PeekOp* peek(std::string_view key, PeekCallback callback, void* data) noexcept = 0;
+    virtual PeekOp* purge(std::string_view key, std::string_view expected, PeekCallback callback,
+                          void* data) noexcept = 0;
+    virtual void peek_abandon(PeekOp* op) noexcept = 0;
 };
 
 // Freed with ngx_free; nullptr when out of memory.
 LiveOp* new_live_op(Store* store, std::string_view key, std::string_view bytes, LiveCallback callback, void* data,
                     ngx_log_t* log) noexcept;
+
+// Freed with ngx_free; nullptr when out of memory.
+PeekOp* new_peek_op(Store* store, std::string_view key, std::string_view expected, bool purge, PeekCallback callback,
+                    void* data, ngx_log_t* log) noexcept;
 
 // A lease ending at `end` (lease.hpp), held once by its creator;
 // nullptr when out of memory (the request's stores then go fenced).

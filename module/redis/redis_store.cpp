@@ -32,6 +32,14 @@ constexpr std::string_view fenced_claim_script =
     "local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') "
     "if v then return v end return redis.call('TIME')";
 
+// The operator's peek: the value and its PTTL in one step; nil when absent.
+constexpr std::string_view peek_script =
+    "local v = redis.call('GET', KEYS[1]) if not v then return false end "
+    "return {v, redis.call('PTTL', KEYS[1])}";
+// The operator's purge: the key goes only if it still holds what was read.
+constexpr std::string_view purge_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
 class RedisStore final : public Store {
 public:
     RedisStore(const RedisServer& server, Router* router, ngx_log_t* log) noexcept
@@ -164,7 +172,73 @@ public:
         router_->command(key, ttl_ms != 0 ? 3 : 2, argv, lens, on_ignored_reply, nullptr);
     }
 
+    // The operator's plane: short scripts sent whole (EVAL), to the key's
+    // node like every other command.
+    PeekOp* peek(std::string_view key, PeekCallback callback, void* data) noexcept override
+    {
+        PeekOp* op = new_peek_op(this, key, {}, false, callback, data, log_);
+        if (op == nullptr) {
+            return nullptr;
+        }
+        const char* argv[] = {"EVAL", peek_script.data(), "1", op->args.arg[0]};
+        const size_t lens[] = {4, peek_script.size(), 1, key.size()};
+        return send_peek(op, key, 4, argv, lens);
+    }
+
+    PeekOp* purge(std::string_view key, std::string_view expected, PeekCallback callback, void* data) noexcept override
+    {
+        PeekOp* op = new_peek_op(this, key, expected, true, callback, data, log_);
+        if (op == nullptr) {
+            return nullptr;
+        }
+        const char* argv[] = {"EVAL", purge_script.data(), "1", op->args.arg[0], op->args.arg[1]};
+        const size_t lens[] = {4, purge_script.size(), 1, key.size(), expected.size()};
+        return send_peek(op, key, 5, argv, lens);
+    }
+
+    void peek_abandon(PeekOp* op) noexcept override { op->callback = nullptr; }
+
 private:
+    PeekOp* send_peek(PeekOp* op, std::string_view key, int argc, const char** argv, const size_t* lens) noexcept
+    {
+        if (!router_->command(key, argc, argv, lens, on_peek_reply, op)) {
+            ngx_free(op);
+            return nullptr;
+        }
+        return op;
+    }
+
+    static void on_peek_reply(void* data, redisReply* reply)
+    {
+        auto* op = static_cast<PeekOp*>(data);
+        auto* self = static_cast<RedisStore*>(op->store);
+        if (op->callback != nullptr && !self->closing_) {
+            LiveStatus status = LiveStatus::failed;
+            std::string_view value;
+            std::int64_t ttl = -1;
+            if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
+                ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused the operator's %s: %s",
+                              &self->server_.name, op->purge ? "purge" : "peek", reply->str);
+            } else if (reply == nullptr) {
+                // no reply: failed
+            } else if (op->purge) {
+                if (reply->type == REDIS_REPLY_INTEGER) {
+                    status = reply->integer == 1 ? LiveStatus::done : LiveStatus::gone;
+                }
+            } else if (reply->type == REDIS_REPLY_NIL) {
+                status = LiveStatus::gone;
+            } else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2
+                       && reply->element[0]->type == REDIS_REPLY_STRING
+                       && reply->element[1]->type == REDIS_REPLY_INTEGER) {
+                status = LiveStatus::done;
+                value = {reply->element[0]->str, reply->element[0]->len};
+                ttl = reply->element[1]->integer >= 0 ? reply->element[1]->integer : -1;
+            }
+            op->callback(op->data, status, value, ttl);
+        }
+        ngx_free(op);
+    }
+
     LiveOp* send_live(LiveOp* op, std::string_view key, int argc, const char** argv, const size_t* lens) noexcept
     {
         if (!router_->command(key, argc, argv, lens, on_live_reply, op)) {

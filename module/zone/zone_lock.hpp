@@ -18,7 +18,7 @@ namespace idem::zone {
 
 // What the mutex was held for; a claim is told apart once it knows whether
 // it found a record (a replay, or a request waiting on a claim) or inserted one.
-enum class Section { claim, found, store, release, renew, live };
+enum class Section { claim, found, store, release, renew, live, admin };
 
 #ifndef IDEM_ZONE_LOCK_STATS
 
@@ -48,7 +48,7 @@ struct LockStats {
     struct Counts {
         std::uint64_t taken, found_taken, spins, slept, wait_ns, held_ns, held_max_ns;
     };
-    Counts by_section[6]{};
+    Counts by_section[7]{};
     Counts current{};  // the acquisition in progress, added to its section at unlock
     std::uint64_t held_since = 0;
 
@@ -61,7 +61,7 @@ struct LockStats {
 
     ~LockStats()
     {
-        static const char* const names[] = {"claim", "found", "store", "release", "renew", "live"};
+        static const char* const names[] = {"claim", "found", "store", "release", "renew", "live", "admin"};
         for (unsigned s = 0; s < 6; s++) {
             const Counts& c = by_section[s];
             if (c.taken == 0) {

@@ -1,0 +1,401 @@
+// admin.cpp — the operator's endpoint, `idempotency_admin`
+// (docs/design.md#inspect-and-purge): a content handler that names a store
+// key from the request (the key in the location's idempotency_header, an
+// optional scope and virtual server; or the key's hash), peeks at it in the
+// location's store and answers the inspection (inspect.hpp) as JSON; a
+// DELETE then purges what it read, only if the key still holds it, and
+// refuses a claim in flight unless forced. Whoever may reach the location
+// may do this: its access rules (allow/deny, auth_basic, auth_request) are
+// the endpoint's. Must not touch: requests the module protects, or
+// anything under a key but through the store interface.
+
+#include "admin.hpp"
+
+#include "access.hpp"
+#include "conf.hpp"
+#include "conf_util.hpp"
+#include "inspect.hpp"
+#include "key.hpp"
+#include "send.hpp"
+#include "store_factory.hpp"
+
+namespace idem {
+namespace {
+
+// One request to the endpoint, from the peek to the answer.
+struct AdminCtx {
+    ngx_http_request_t* request;
+    const LocConf* conf;
+    Store* store;
+    PeekOp* op;           // in flight, nullptr when none
+    ngx_event_t timer;    // idempotency_redis_timeout for the operation in flight
+    ngx_str_t key;        // the store key
+    ngx_str_t store_name;
+    bool purge;           // DELETE
+    bool force;           // ?force=1: a claim in flight may be purged too
+    ngx_str_t inspection; // the JSON of what the peek found (a purge's answer carries it)
+    KeyState state;
+    ngx_str_t expected;   // a purge: the value the peek read
+};
+
+// --------------------------------------------------------------- answers
+
+ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, std::string_view content_type, std::string_view body)
+{
+    r->headers_out.status = status;
+    r->headers_out.content_type.len = content_type.size();
+    r->headers_out.content_type.data = bytes(content_type);
+    r->headers_out.content_type_len = content_type.size();
+    if (!add_header(r, "Cache-Control", "no-store")) {
+        return NGX_ERROR;
+    }
+    return send_whole_body(r, body);
+}
+
+// A problem+json answer (RFC 9457), like the module's other errors.
+ngx_int_t send_error(ngx_http_request_t* r, ngx_uint_t status, std::string_view title, std::string_view detail)
+{
+    if (status == NGX_HTTP_SERVICE_UNAVAILABLE && !add_header(r, "Retry-After", "1")) {
+        return NGX_ERROR;
+    }
+    size_t room = 200 + title.size() + detail.size();
+    auto* body = static_cast<u_char*>(ngx_pnalloc(r->pool, room));
+    if (body == nullptr) {
+        return NGX_ERROR;
+    }
+    ngx_str_t t{title.size(), bytes(title)};
+    ngx_str_t d{detail.size(), bytes(detail)};
+    u_char* end = ngx_snprintf(body, room,
+                               "{\"type\":\"about:blank\",\"title\":\"%V\",\"status\":%ui,\"detail\":\"%V\"}", &t,
+                               status, &d);
+    return send_json(r, status, "application/problem+json",
+                     {reinterpret_cast<char*>(body), static_cast<size_t>(end - body)});
+}
+
+// {"purged":BOOL[,"reason":"..."],"inspection":{...}}
+ngx_int_t send_purge(AdminCtx* ctx, ngx_uint_t status, bool purged, std::string_view reason)
+{
+    ngx_http_request_t* r = ctx->request;
+    size_t room = 64 + reason.size() + ctx->inspection.len;
+    auto* body = static_cast<u_char*>(ngx_pnalloc(r->pool, room));
+    if (body == nullptr) {
+        return NGX_ERROR;
+    }
+    u_char* p = ngx_sprintf(body, "{\"purged\":%s,", purged ? "true" : "false");
+    if (!reason.empty()) {
+        ngx_str_t why{reason.size(), bytes(reason)};
+        p = ngx_sprintf(p, "\"reason\":\"%V\",", &why);
+    }
+    p = ngx_sprintf(p, "\"inspection\":%V}", &ctx->inspection);
+    return send_json(r, status, "application/json", {reinterpret_cast<char*>(body), static_cast<size_t>(p - body)});
+}
+
+void finish(AdminCtx* ctx, ngx_int_t rc)
+{
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+    ngx_http_finalize_request(ctx->request, rc);
+}
+
+// ------------------------------------------------------- the store's answers
+
+void cleanup(void* data)
+{
+    auto* ctx = static_cast<AdminCtx*>(data);
+    if (ctx->op != nullptr) {
+        ctx->store->peek_abandon(ctx->op);
+        ctx->op = nullptr;
+    }
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+}
+
+void on_timeout(ngx_event_t* ev)
+{
+    auto* ctx = static_cast<AdminCtx*>(ev->data);
+    ctx->store->peek_abandon(ctx->op);
+    ctx->op = nullptr;
+    ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
+                  "idempotency: the store did not answer the operator's %s of \"%V\" within %M ms",
+                  ctx->purge ? "purge" : "inspection", &ctx->key, ctx->conf->redis_timeout);
+    finish(ctx, send_error(ctx->request, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable",
+                           "the store did not answer in time"));
+}
+
+// Who asked for a purge: the client's address and $remote_user.
+void log_purge(AdminCtx* ctx, bool forced)
+{
+    ngx_http_request_t* r = ctx->request;
+    (void)ngx_http_auth_basic_user(r);  // $remote_user, if the request carries Basic credentials
+    ngx_str_t state{key_state_name(ctx->state).size(), bytes(key_state_name(ctx->state))};
+    ngx_uint_t level = forced ? NGX_LOG_WARN : NGX_LOG_NOTICE;
+    ngx_log_error(level, r->connection->log, 0,
+                  "idempotency: purged the %V record under \"%V\"%s, asked by %V, user \"%V\"", &state, &ctx->key,
+                  forced ? " (a claim in flight, forced: a retry may execute again)" : "", &r->connection->addr_text,
+                  &r->headers_in.user);
+}
+
+void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
+{
+    auto* ctx = static_cast<AdminCtx*>(data);
+    ctx->op = nullptr;
+    ngx_int_t rc;
+    switch (status) {
+    case LiveStatus::done:
+        log_purge(ctx, ctx->state == KeyState::claimed);
+        rc = send_purge(ctx, NGX_HTTP_OK, true, {});
+        break;
+    case LiveStatus::gone:
+        rc = send_purge(ctx, NGX_HTTP_CONFLICT, false, "the key changed since it was read; inspect it again");
+        break;
+    default:
+        rc = send_error(ctx->request, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable",
+                        "the store could not purge the key");
+        break;
+    }
+    finish(ctx, rc);
+}
+
+bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::int64_t ttl_ms)
+{
+    ngx_http_request_t* r = ctx->request;
+    ngx_time_t* tp = ngx_timeofday();
+    InspectFacts facts;
+    facts.key_hash = {reinterpret_cast<char*>(ctx->key.data) + ctx->key.len - key_hash_hex_length, key_hash_hex_length};
+    facts.store = view(ctx->store_name);
+    facts.now_ms = static_cast<std::uint64_t>(tp->sec) * 1000 + tp->msec;
+    facts.ttl_ms = ttl_ms;
+    facts.ttl_conf_ms = ctx->conf->ttl;
+    facts.wait_ms = ctx->conf->wait;
+    facts.sealing = ctx->conf->seal_keys != nullptr;
+    size_t room = inspection_room(ctx->store_name.len);
+    auto* json = static_cast<u_char*>(ngx_pnalloc(r->pool, room));
+    if (json == nullptr) {
+        return false;
+    }
+    ctx->inspection.data = json;
+    ctx->inspection.len = inspection_json(value, facts, reinterpret_cast<char*>(json), room);
+    ctx->state = key_state(value);
+    return ctx->inspection.len != 0;
+}
+
+void on_peeked(void* data, LiveStatus status, std::string_view value, std::int64_t ttl_ms)
+{
+    auto* ctx = static_cast<AdminCtx*>(data);
+    ngx_http_request_t* r = ctx->request;
+    ctx->op = nullptr;
+    if (status == LiveStatus::failed) {
+        finish(ctx, send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store could not be read"));
+        return;
+    }
+    std::optional<std::string_view> found;
+    if (status == LiveStatus::done) {
+        found = value;
+    }
+    if (!keep_inspection(ctx, found, ttl_ms)) {
+        finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: the operator read \"%V\": %s", &ctx->key,
+                   key_state_name(ctx->state).data());
+    if (!ctx->purge) {
+        finish(ctx, send_json(r, NGX_HTTP_OK, "application/json", view(ctx->inspection)));
+        return;
+    }
+    if (!found) {
+        finish(ctx, send_purge(ctx, NGX_HTTP_NOT_FOUND, false, "nothing is stored under the key"));
+        return;
+    }
+    if (ctx->state == KeyState::claimed && !ctx->force) {
+        finish(ctx, send_purge(ctx, NGX_HTTP_CONFLICT, false,
+                               "the original is in flight; purging its claim lets a retry execute again "
+                               "(add force=1 to purge it all the same)"));
+        return;
+    }
+    // purge exactly what was read (the store copies it)
+    ctx->op = ctx->store->purge(view(ctx->key), *found, on_purged, ctx);
+    if (ctx->op == nullptr) {
+        finish(ctx, send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store cannot be reached"));
+        return;
+    }
+    ngx_add_timer(&ctx->timer, ctx->conf->redis_timeout);
+}
+
+// ---------------------------------------------------------------- the request
+
+// A query argument, unescaped; false when it is absent.
+bool query_arg(ngx_http_request_t* r, const char* name, ngx_str_t& out)
+{
+    ngx_str_t raw;
+    if (ngx_http_arg(r, reinterpret_cast<u_char*>(const_cast<char*>(name)), ngx_strlen(name), &raw) != NGX_OK) {
+        return false;
+    }
+    out.data = static_cast<u_char*>(ngx_pnalloc(r->pool, raw.len + 1));
+    if (out.data == nullptr) {
+        out.len = 0;
+        return true;  // read as empty: the caller's checks answer
+    }
+    u_char* dst = out.data;
+    u_char* src = raw.data;
+    ngx_unescape_uri(&dst, &src, raw.len, 0);
+    out.len = static_cast<size_t>(dst - out.data);
+    return true;
+}
+
+bool is_yes(const ngx_str_t& s)
+{
+    return (s.len == 1 && s.data[0] == '1') || (s.len == 4 && ngx_strncasecmp(s.data, (u_char*)"true", 4) == 0)
+           || (s.len == 3 && ngx_strncasecmp(s.data, (u_char*)"yes", 3) == 0);
+}
+
+// The store key from ?hash= (64 hex digits).
+bool key_from_hash(ngx_http_request_t* r, const LocConf* conf, const ngx_str_t& hash, ngx_str_t& key)
+{
+    if (hash.len != key_hash_hex_length) {
+        return false;
+    }
+    key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, conf->key_prefix.len + key_hash_hex_length));
+    if (key.data == nullptr) {
+        return false;
+    }
+    u_char* p = ngx_cpymem(key.data, conf->key_prefix.data, conf->key_prefix.len);
+    for (size_t i = 0; i < hash.len; i++) {
+        u_char c = ngx_tolower(hash.data[i]);
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return false;
+        }
+        *p++ = c;
+    }
+    key.len = static_cast<size_t>(p - key.data);
+    return true;
+}
+
+// The store key as a request with this key would name it: the virtual
+// server (this one, or ?server=NAME), the scope (?scope=), the key.
+bool key_from_header(ngx_http_request_t* r, const LocConf* conf, std::string_view client_key, ngx_str_t& key)
+{
+    ngx_str_t scope = ngx_null_string, server;
+    query_arg(r, "scope", scope);
+    ngx_str_t space = conf->key_space;
+    if (query_arg(r, "server", server)) {
+        space.data = static_cast<u_char*>(ngx_pnalloc(r->pool, NGX_SIZE_T_LEN + 1 + server.len));
+        if (space.data == nullptr) {
+            return false;
+        }
+        space.len = static_cast<size_t>(ngx_sprintf(space.data, "%uz:%V", server.len, &server) - space.data);
+    }
+    auto* spaced = static_cast<u_char*>(ngx_pnalloc(r->pool, space.len + scope.len + 1));
+    key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, conf->key_prefix.len + key_hash_hex_length));
+    if (spaced == nullptr || key.data == nullptr) {
+        return false;
+    }
+    u_char* end = ngx_cpymem(spaced, space.data, space.len);
+    if (scope.len != 0) {
+        end = ngx_cpymem(end, scope.data, scope.len);
+    }
+    key.len = derive_redis_key(view(conf->key_prefix),
+                               {reinterpret_cast<char*>(spaced), static_cast<size_t>(end - spaced)}, client_key,
+                               reinterpret_cast<char*>(key.data));
+    return key.len != 0;
+}
+
+ngx_str_t store_name(ngx_http_request_t* r, const LocConf* conf)
+{
+    ngx_str_t name = ngx_null_string;
+    const ngx_str_t& what = conf->zone != nullptr ? conf->zone->shm.name : conf->server->name;
+    const char* kind = conf->zone != nullptr ? "zone "
+                       : conf->server->kind == RedisKind::cluster ? "redis cluster "
+                       : conf->server->kind == RedisKind::sentinel ? "redis sentinel "
+                       : "redis ";
+    name.data = static_cast<u_char*>(ngx_pnalloc(r->pool, 16 + what.len));
+    if (name.data != nullptr) {
+        name.len = static_cast<size_t>(ngx_sprintf(name.data, "%s%V", kind, &what) - name.data);
+    }
+    return name;
+}
+
+ngx_int_t admin_handler(ngx_http_request_t* r)
+{
+    if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD | NGX_HTTP_DELETE))) {
+        if (!add_header(r, "Allow", "GET, HEAD, DELETE")) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        return NGX_HTTP_NOT_ALLOWED;
+    }
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    auto* conf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
+
+    ngx_str_t key = ngx_null_string, hash, header;
+    bool by_hash = query_arg(r, "hash", hash);
+    KeyLookup lookup = find_key_header(r, conf->header_lowcase, header);
+    if (by_hash == (lookup != KeyLookup::none)) {
+        return send_error(r, NGX_HTTP_BAD_REQUEST, "Key missing",
+                          "name the key in the idempotency_header request header, or its hash in ?hash=, not both");
+    }
+    if (by_hash) {
+        if (!key_from_hash(r, conf, hash, key)) {
+            return send_error(r, NGX_HTTP_BAD_REQUEST, "Bad hash", "?hash= takes the 64 hex digits of a key's hash");
+        }
+    } else {
+        auto* parsed_key = static_cast<char*>(ngx_pnalloc(r->pool, header.len ? header.len : 1));
+        if (parsed_key == nullptr) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        ParsedKey parsed = lookup == KeyLookup::one ? parse_key(view(header), parsed_key) : ParsedKey{KeyStatus::invalid, 0};
+        if (parsed.status != KeyStatus::ok) {
+            return send_error(r, NGX_HTTP_BAD_REQUEST, "Invalid key",
+                              "the key is empty, longer than 255 bytes, sent twice, or holds bytes outside visible ASCII");
+        }
+        if (!key_from_header(r, conf, {parsed_key, parsed.length}, key)) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
+    auto* ctx = static_cast<AdminCtx*>(ngx_pcalloc(r->pool, sizeof(AdminCtx)));
+    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (ctx == nullptr || cln == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ctx->request = r;
+    ctx->conf = conf;
+    ctx->key = key;
+    ctx->store_name = store_name(r, conf);
+    ctx->purge = r->method == NGX_HTTP_DELETE;
+    ngx_str_t force;
+    ctx->force = query_arg(r, "force", force) && is_yes(force);
+    ctx->store = store_for(*conf);
+    if (ctx->store == nullptr) {
+        return send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store cannot be reached");
+    }
+    ctx->timer.handler = on_timeout;
+    ctx->timer.data = ctx;
+    ctx->timer.log = r->connection->log;
+    cln->handler = cleanup;
+    cln->data = ctx;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: the operator %s \"%V\"",
+                   ctx->purge ? "purges" : "inspects", &key);
+    ctx->op = ctx->store->peek(view(key), on_peeked, ctx);
+    if (ctx->op == nullptr) {
+        return send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store cannot be reached");
+    }
+    ngx_add_timer(&ctx->timer, conf->redis_timeout);
+    r->main->count++;
+    return NGX_DONE;
+}
+
+}  // namespace
+
+char* set_admin_handler(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module));
+    clcf->handler = admin_handler;
+    static_cast<LocConf*>(conf)->admin = true;
+    return NGX_CONF_OK;
+}
+
+}  // namespace idem

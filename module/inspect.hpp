@@ -1,0 +1,52 @@
+// inspect.hpp — what the operator's inspection says of a store key
+// (docs/design.md#inspect-and-purge): the value found under it, judged
+// without opening anything sealed, written as one JSON object. It never
+// holds a raw key, a response's headers or body, nor anything decrypted.
+// Pure: knows nothing of nginx or the stores.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace idem {
+
+enum class KeyState : std::uint8_t {
+    absent,        // nothing under the key: a request with it executes
+    claimed,       // an original in flight
+    stored,        // a response (plain, or sealed: then only its size is told)
+    unreplayable,  // executed, its response cannot be replayed (410)
+    unusable,      // a response record no gateway writes (410 response-unverifiable)
+    foreign,       // not a record of the module (503)
+};
+
+std::string_view key_state_name(KeyState state) noexcept;
+
+// What the gateway knows besides the value.
+struct InspectFacts {
+    std::string_view key_hash;   // the store key's hash (hex)
+    std::string_view store;      // which store, as the configuration names it
+    std::uint64_t now_ms = 0;    // Unix ms
+    std::int64_t ttl_ms = -1;    // what the value has left; -1: no expiry
+    std::uint64_t ttl_conf_ms = 0;   // idempotency_ttl where the inspection is made
+    std::uint64_t wait_ms = 0;       // idempotency_wait there
+    bool sealing = false;            // idempotency_encrypt_key there
+};
+
+// The state of a value (nullopt: absent).
+KeyState key_state(std::optional<std::string_view> value) noexcept;
+
+// Writes the inspection of `value` (nullopt: absent) as a JSON object to
+// `out`; returns its length, or 0 when `room` is too small.
+std::size_t inspection_json(std::optional<std::string_view> value, const InspectFacts& facts, char* out,
+                            std::size_t room) noexcept;
+
+// Room always enough for inspection_json, with a store name of
+// `store_name` bytes.
+constexpr std::size_t inspection_room(std::size_t store_name) noexcept
+{
+    return 2048 + 6 * store_name;
+}
+
+}  // namespace idem
