@@ -19,8 +19,12 @@
 #                     (rule files, absolute paths) as often; waits (10 s)
 #                     until /-/ready answers 200. Dies when the binary is
 #                     missing or it does not come up (with its log's tail).
+#                     o{dir} is Prometheus's own: emptied first, removed
+#                     when it stops (a Test::Nginx server root must hold
+#                     only what Test::Nginx made, or the next file stops).
 #                     Returns {pid, port, dir, log, job}
-#   stop($prom)       stops it by pid (TERM, KILL after 5 s)
+#   stop($prom)       stops it by pid (TERM, KILL after 5 s) and removes
+#                     its dir; done at cleanup (Idem::Proc) if not before
 #   api($prom, $path, %params)
 #                     GET /api/v1/$path?params; the decoded answer's "data"
 #                     (dies with Prometheus's error when status is not
@@ -48,7 +52,7 @@ package Idem::Prometheus;
 use strict;
 use warnings;
 
-use File::Path qw(make_path);
+use File::Path qw(make_path remove_tree);
 use HTTP::Tiny;
 use JSON::PP ();
 
@@ -72,6 +76,7 @@ sub start {
     my $target = $o{target} // die "Idem::Prometheus::start: target is needed\n";
     my $job = $o{job} // 'idempotency';
     my $interval = $o{interval} // '1s';
+    remove_tree($dir);
     make_path("$dir/data");
     my $rules = join '', map { "  - $_\n" } @{ $o{rules} // [] };
     open my $fh, '>', "$dir/prometheus.yml" or die "Idem::Prometheus: $dir/prometheus.yml: $!\n";
@@ -86,13 +91,19 @@ sub start {
     my $pid = Idem::Proc::spawn($log, $bin, "--config.file=$dir/prometheus.yml", "--storage.tsdb.path=$dir/data",
                                 "--web.listen-address=127.0.0.1:$port", '--log.level=warn');
     my $prom = { pid => $pid, port => $port, dir => $dir, log => $log, job => $job };
+    Idem::Proc::on_cleanup(sub { stop($prom) });
     my $ready = Idem::Wait::wait_until(sub {
-        die "Idem::Prometheus: prometheus exited:\n" . Idem::Proc::log_tail($log) unless Idem::Proc::running($pid);
+        if (!Idem::Proc::running($pid)) {
+            my $tail = Idem::Proc::log_tail($log);
+            stop($prom);
+            die "Idem::Prometheus: prometheus exited:\n$tail";
+        }
         $http->get("http://127.0.0.1:$port/-/ready")->{status} == 200;
     }, 10);
     if (!$ready) {
-        Idem::Proc::stop_pid($pid);
-        die "Idem::Prometheus: prometheus not ready within 10 s:\n" . Idem::Proc::log_tail($log);
+        my $tail = Idem::Proc::log_tail($log);
+        stop($prom);
+        die "Idem::Prometheus: prometheus not ready within 10 s:\n$tail";
     }
     return $prom;
 }
@@ -100,6 +111,7 @@ sub start {
 sub stop {
     my ($prom) = @_;
     Idem::Proc::stop_pid($prom->{pid});
+    remove_tree($prom->{dir});
 }
 
 sub api {
