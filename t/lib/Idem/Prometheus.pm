@@ -16,7 +16,7 @@
 #                     o{dir}/data, scraping http://o{target}o{path} (path
 #                     default /metrics) as job o{job} (default "idempotency")
 #                     every o{interval} (default 1s), evaluating o{rules}
-#                     (rule files, absolute paths) as often; waits (10 s)
+#                     (rule files, absolute paths) as often; waits (20 s)
 #                     until /-/ready answers 200. Dies when the binary is
 #                     missing or it does not come up (with its log's tail).
 #                     o{dir} is Prometheus's own: emptied first, removed
@@ -99,11 +99,11 @@ sub start {
             die "Idem::Prometheus: prometheus exited:\n$tail";
         }
         $http->get("http://127.0.0.1:$port/-/ready")->{status} == 200;
-    }, 10);
+    }, 20);
     if (!$ready) {
         my $tail = Idem::Proc::log_tail($log);
         stop($prom);
-        die "Idem::Prometheus: prometheus not ready within 10 s:\n$tail";
+        die "Idem::Prometheus: prometheus not ready within 20 s:\n$tail";
     }
     return $prom;
 }
