@@ -1,6 +1,6 @@
 # nginx-idempotency — build, test and demo.
 #   make          build build/ngx_http_idempotency_module.so against Debian's nginx-dev
-#   make test     unit tests, then the Test::Nginx suite (installs what is missing)
+#   make test     unit tests, the monitoring rules, then the Test::Nginx suite (installs what is missing)
 #   make run      the demo gateway on 127.0.0.1:8080 (installs what is missing)
 #   make deb      the Debian package libnginx-mod-http-idempotency in build/deb/
 #   make deb-trixie         the same for Debian 13, built in a trixie root
@@ -132,7 +132,20 @@ prove: $(MODULE)
 
 test: deps doc-check
 	$(MAKE) unit
+	$(MAKE) rules-check
 	$(MAKE) prove
+
+# The monitoring in contrib/: the Prometheus rules checked and their unit
+# tests run by promtool (contrib/prometheus/idempotency.rules.test.yml), and
+# the Grafana dashboard checked (scripts/check-dashboard.pl: well-formed,
+# every PromQL expression parsed by promtool, every metric one the module
+# serves). t/063-prometheus.t runs both against a real Prometheus.
+.PHONY: rules-check
+rules-check:
+	@command -v promtool >/dev/null || scripts/install-deps.sh
+	promtool check rules contrib/prometheus/idempotency.rules.yml
+	cd contrib/prometheus && promtool test rules idempotency.rules.test.yml
+	scripts/check-dashboard.pl
 
 # The claim protocol's model (model/claim.pml), checked by SPIN: every
 # property must hold, every switch that reproduces a known defect must give

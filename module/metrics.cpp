@@ -43,6 +43,8 @@ constexpr SimpleCounter simple_counters[] = {
      "TLS handshakes with Redis, or checks of its certificate, that failed."},
     {Counter::live_logs_given_up, "idempotency_live_logs_given_up_total",
      "Live logs given up because an append failed: their followers in other workers or gateways were cut off."},
+    {Counter::wait_timeouts, "idempotency_wait_timeouts_total",
+     "Duplicates whose idempotency_wait ran out with the original still in flight: answered 409."},
     {Counter::stored_responses, "idempotency_stored_responses_total", "Records handed to the store for storing (responses and markers)."},
     {Counter::stored_bytes, "idempotency_stored_bytes_total", "Bytes of the records handed to the store for storing."},
 };

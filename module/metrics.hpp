@@ -1,6 +1,6 @@
 // metrics.hpp — what the module counts, shared by all workers: requests by
 // outcome, Redis commands, errors, timeouts and reconnects, stores and
-// releases given up, Redis round-trip and waiting-time histograms, the
+// releases given up, waits that ran out, Redis round-trip and waiting-time histograms, the
 // responses and bytes handed to either store, a full zone. The counters live in a shared memory zone
 // ("idempotency_metrics", kept across reloads) and are served in Prometheus
 // text format by `idempotency_metrics;`.
@@ -20,6 +20,7 @@ enum class Counter : unsigned {
     stores_kept_for_memory,  // responses Redis refused for memory (OOM), their claims kept for idempotency_ttl
     redis_tls_failures,  // TLS handshakes or certificate checks that failed
     live_logs_given_up,  // live logs whose appends failed (feed.cpp)
+    wait_timeouts,  // duplicates whose idempotency_wait ran out with the original in flight (wait.cpp)
     count_,
 };
 

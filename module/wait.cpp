@@ -94,6 +94,8 @@ void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result, const Look
     leave(ctx);
     if (result.outcome != Outcome::conflict) {
         observe_wait(ngx_current_msec - (ctx->wait.deadline - ctx->conf->wait));
+    } else {
+        count(Counter::wait_timeouts);  // its wait ran out with the original still in flight: 409
     }
     bool outer = g->answering;
     g->answering = true;

@@ -2,8 +2,9 @@
 # Installs the Debian packages the build, the tests (libnss-wrapper: the
 # Redis names of t/039), the demo, the Debian packages (make deb; make
 # deb-trixie: debootstrap), make matrix (the archive's keyring) and make
-# test-newest-nginx (nginx's own build dependencies) and make verify (spin)
-# need, when any is
+# test-newest-nginx (nginx's own build dependencies), make verify (spin) and
+# the monitoring checks (prometheus: t/063's server, promtool for make
+# rules-check) need, when any is
 # missing: one `apt-get update`, then one `apt-get install`. With arguments,
 # installs those packages instead (when missing), e.g. scripts/build-deb.sh's
 # build dependencies.
@@ -13,7 +14,8 @@ packages=(g++ make perl nginx nginx-dev libhiredis-dev libssl-dev openssl redis-
           clang libclang-rt-dev
           build-essential dpkg-dev debhelper
           debian-archive-keyring libpcre2-dev zlib1g-dev
-          libnss-wrapper debootstrap spin)
+          libnss-wrapper debootstrap spin
+          prometheus)
 [ $# -eq 0 ] || packages=("$@")
 
 missing=()

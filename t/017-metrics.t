@@ -1,6 +1,6 @@
 # idempotency_metrics: Prometheus text with requests by outcome, Redis
 # commands, errors, timeouts, reconnects, round-trip and waiting histograms
-# and bytes stored, aggregated across workers.
+# and bytes stored, duplicates whose wait ran out, aggregated across workers.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
@@ -65,3 +65,25 @@ main::location_conf('= /metrics', 'idempotency_metrics')
 POST /metrics
 x
 --- error_code: 405
+
+
+=== TEST 4: a duplicate whose idempotency_wait runs out with the original in flight is counted as a wait timeout
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::metered_location('idempotency_wait 300ms')
+--- init
+$main::original = IdempotencyTest::start_in_flight('/m/4?sleep=3', 'm-4');
+--- request eval
+["POST /m/4?sleep=3\nx", "GET /metrics"]
+--- more_headers eval
+["Idempotency-Key: m-4", ""]
+--- error_code eval
+[409, 200]
+--- response_body_like eval
+[qr//, qr/
+    (?=.*^\#\ TYPE\ idempotency_wait_timeouts_total\ counter$)
+    (?=.*^idempotency_wait_timeouts_total\ 1$)
+    (?=.*^idempotency_requests_total\{outcome="conflict"\}\ 1$)
+    (?=.*^idempotency_wait_seconds_count\ 0$)
+/msx]
