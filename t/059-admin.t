@@ -181,6 +181,35 @@ sub bad_requests {
     Test::More::is($post->{headers}{allow}, 'GET, HEAD, DELETE', '... with Allow');
 }
 
+# scripts/idempotency-admin against the endpoint: its output and exit code.
+sub client {
+    my (@args) = @_;
+    my $url = 'http://127.0.0.1:' . IdempotencyTest::nginx_port() . '/_admin';
+    open my $fh, '-|', "$ENV{TEST_NGINX_REPO}/scripts/idempotency-admin", '--url', $url, @args
+        or die "idempotency-admin: $!\n";
+    local $/;
+    my $out = <$fh> // '';
+    close $fh;
+    return ($? >> 8, $out);
+}
+
+sub with_client {
+    Test::More::is(tenant_post('/a/11', 'admin-11', 'acme')->{status}, 201, 'the original');
+    my ($rc, $out) = client('--scope', 'acme', '--user', 'alice:secret', 'inspect', 'admin-11');
+    Test::More::is($rc, 0, 'inspect: exit 0');
+    Test::More::like($out, qr/"state": "stored"/, '... prints the inspection');
+    ($rc, $out) = client('--user', 'alice:secret', 'inspect', 'admin-11');
+    Test::More::like($out, qr/"state": "absent"/, 'without the scope: absent');
+    ($rc, $out) = client('--scope', 'acme', 'purge', 'admin-11');
+    Test::More::is($rc, 1, 'without credentials: exit 1');
+    ($rc, $out) = client('--user', 'alice:secret', 'purge-hash', key_hash('admin-11', 'acme'));
+    Test::More::is($rc, 0, 'purge by hash: exit 0');
+    Test::More::like($out, qr/"purged": true/, '... purged');
+    ($rc, $out) = client('--user', 'alice:secret', 'purge-hash', key_hash('admin-11', 'acme'));
+    Test::More::is($rc, 1, 'again: nothing to purge, exit 1');
+    Test::More::ok(IdempotencyTest::error_log_has('user "alice"'), 'the purge is logged with its user');
+}
+
 __DATA__
 
 === TEST 1: a stored response: its state, status, sizes, expiry and what a retry gets; by scope, server and hash
@@ -299,7 +328,20 @@ Idempotency-Key: admin-8
 ["", "X-Idempotency-Status: replayed\nX-Upstream-Execution: 1"]
 
 
-=== TEST 9: through Sentinel: the master's record is inspected and purged
+=== TEST 9: scripts/idempotency-admin: inspect and purge, by key and scope or by hash, with credentials
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations('auth_basic admin', 'auth_basic_user_file ../html/admins')
+--- init
+main::with_client();
+--- request
+GET /_health
+--- no_error_log
+[error]
+
+
+=== TEST 10: through Sentinel: the master's record is inspected and purged
 --- redis_only
 --- http_config
 idempotency_redis_sentinel mymaster 127.0.0.1:$TEST_NGINX_SENTINEL_PORT;
@@ -319,7 +361,7 @@ GET /_health
 [error]
 
 
-=== TEST 10: nginx -t: idempotency_admin without a store is refused, naming the directive
+=== TEST 11: nginx -t: idempotency_admin without a store is refused, naming the directive
 --- config
 location /_admin { idempotency_admin; }
 --- must_die
