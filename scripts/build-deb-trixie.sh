@@ -195,7 +195,8 @@ arch=$(in_root 60 dpkg --print-architecture)
 step "copying the sources to $root/build/src (version $trixie_version)"
 rm -rf --one-file-system "$root/build"
 mkdir -p "$root/build/src"
-cp -r config module debian README.md docs "$root/build/src/"
+cp -r config module debian README.md docs contrib "$root/build/src/"
+mkdir -p "$root/build/src/scripts" && cp scripts/idempotency-admin "$root/build/src/scripts/"
 {
     printf '%s (%s) %s; urgency=medium\n\n' "$pkg" "$trixie_version" "$suite"
     printf '  * Build for Debian 13 (trixie), against its nginx-dev.\n\n'
