@@ -231,7 +231,7 @@ deb: $(DEB)
 deb-trixie: deps
 	scripts/build-deb-trixie.sh $(BUILD)/deb-trixie
 
-$(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md $(wildcard docs/*.md) scripts/build-deb.sh
+$(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md $(wildcard docs/*.md) scripts/build-deb.sh $(shell find contrib -type f) scripts/idempotency-admin
 	scripts/build-deb.sh $(BUILD)/deb
 
 clean:
