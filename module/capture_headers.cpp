@@ -92,6 +92,23 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
     return ok;
 }
 
+UpstreamControl take_upstream_control(ngx_http_request_t* r, const ngx_str_t& name, bool& found)
+{
+    UpstreamControlParser parser;
+    found = false;
+    for_each_header(r->headers_out.headers, [&](ngx_table_elt_t& h) {
+        if (h.hash != 0 && h.key.len == name.len && ngx_strncasecmp(h.key.data, name.data, name.len) == 0) {
+            h.hash = 0;
+            found = true;
+            parser.add(view(h.value));
+            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "idempotency: the upstream's \"%V: %V\" taken out of the response", &h.key, &h.value);
+        }
+        return true;
+    });
+    return parser.result();
+}
+
 // How nginx treats the response, for the replay to be treated alike.
 std::uint8_t response_flags(const ngx_http_request_t* r) noexcept
 {
