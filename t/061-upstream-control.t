@@ -20,6 +20,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
 use Idem::Blocks qw(idem_location location_conf summary);
+use Idem::Live;
 use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
@@ -371,6 +372,37 @@ for my $n (1, 2) {
 GET /_count/uc/13
 --- response_body chomp
 2
+--- no_error_log
+[error]
+
+
+=== TEST 13b: a duplicate that joins the live response gets its head without the header; the original's client neither
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::idem_location($main::CONTROL, 'idempotency_wait 10s', 'proxy_buffering off')
+--- init
+my $port = IdempotencyTest::nginx_port();
+my $uri = '/uc/13b?sse=3&gate=uc13b&header=X-Idempotency-Control:store';
+my $original = Idem::Live::post($port, $uri, 'uc-13b');
+$original->body_has('event 1 of 3');
+my $joiner = Idem::Live::post($port, $uri, 'uc-13b');
+my $head = $joiner->head;
+Test::More::is($head->{headers}{'x-idempotency-status'}, 'joined', 'TEST 13b: the duplicate joins');
+Test::More::ok(!exists $head->{headers}{'x-idempotency-control'}, 'TEST 13b: ... without the header');
+Idem::Live::open_gate('uc13b', 3);
+my $first = $original->finish;
+Test::More::ok(!exists $first->{headers}{'x-idempotency-control'}, 'TEST 13b: the original is without it too');
+Test::More::ok($joiner->finish->{complete}, 'TEST 13b: the joiner gets the whole response');
+--- request
+POST /uc/13b?sse=3&gate=uc13b&header=X-Idempotency-Control:store
+x
+--- more_headers
+Idempotency-Key: uc-13b
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: replayed
+!X-Idempotency-Control
 --- no_error_log
 [error]
 
