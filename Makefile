@@ -120,7 +120,8 @@ unit: $(UNIT_BIN)
 # once (scripts/prove-jobs.sh).
 STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/005-upstream-errors.t \
                         t/011-wait.t t/013-max-response-size.t t/014-failure-outcomes.t t/032-scope.t \
-                        t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t t/061-upstream-control.t
+                        t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t t/061-upstream-control.t \
+                        t/062-replayed-header.t
 CLUSTER_TESTS := t/055-live-join.t
 
 prove: $(MODULE)

@@ -69,6 +69,7 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_store_errors"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, store_errors)),
     directive(ngx_string("idempotency_release_statuses"), NGX_CONF_1MORE, set_release_statuses),
     directive(ngx_string("idempotency_upstream_control"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, upstream_control)),
+    directive(ngx_string("idempotency_replayed_header"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, replayed_header)),
     directive(ngx_string("idempotency_fail_open"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, fail_open)),
     directive(ngx_string("idempotency_encrypt_key"), NGX_CONF_1MORE, set_encrypt_key),
     {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
@@ -250,7 +251,8 @@ void* create_loc_conf(ngx_conf_t* cf)
         return nullptr;
     }
     // pcalloc left unset (null or empty): server, header, header_lowcase,
-    // key_space, key_prefix and upstream_control, set in merge
+    // key_space, key_prefix, upstream_control and replayed_header, set in
+    // merge
     conf->enable = NGX_CONF_UNSET;
     conf->zone = static_cast<ngx_shm_zone_t*>(NGX_CONF_UNSET_PTR);
     conf->redis_timeout = NGX_CONF_UNSET_MSEC;
@@ -308,6 +310,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_ptr_value(conf->release_statuses, prev->release_statuses, &not_executed);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
     ngx_conf_merge_str_value(conf->upstream_control, prev->upstream_control, "");
+    ngx_conf_merge_str_value(conf->replayed_header, prev->replayed_header, "Idempotent-Replayed");
     ngx_conf_merge_ptr_value(conf->seal_keys, prev->seal_keys, nullptr);
 
     if (conf->zone != nullptr && !zone::defined(conf->zone)) {
