@@ -191,9 +191,13 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx, const UpstreamControl
     facts.upstream = upstream_facts(r, facts.from_upstream ? r->upstream->state : nullptr, facts.release);
     if (control != nullptr && facts.from_upstream) {
         facts.asked = control->storage;
-        ctx->capture.ttl_ms = control->ttl_s * 1000;
     }
     Verdict verdict = judge_response(facts);
+    if (verdict.disposition == Disposition::store && control != nullptr && facts.from_upstream) {
+        // how long the answer is kept: the record, or the marker that
+        // stands for it when it turns out too large to keep
+        ctx->capture.ttl_ms = control->ttl_s * 1000;
+    }
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: response %ui for \"%V\", from upstream: %d, upstream reached: %d, disposition %d",
                    ctx->response_status, &ctx->claim.key, facts.from_upstream, facts.upstream.reached,

@@ -72,7 +72,7 @@ const char* describe(ControlProblem problem) noexcept
     case ControlProblem::conflicting_ttl:
         return "two different ttls, both ignored";
     case ControlProblem::ttl_capped:
-        return "ttl capped at 2147483647 seconds";
+        return "ttl capped at 365 days (31536000 seconds)";
     case ControlProblem::contradiction:
         return "\"store\" with \"no-store\": the header is ignored";
     }

@@ -16,8 +16,9 @@
 //                     idempotency_release_statuses
 //       ttl=SECONDS   store it for SECONDS instead of idempotency_ttl: a
 //                     positive decimal integer, optionally in double quotes;
-//                     above max_ttl_s it is taken as max_ttl_s (the largest
-//                     idempotency_ttl nginx accepts, about 68 years)
+//                     above max_ttl_s (365 days) it is taken as max_ttl_s,
+//                     with a warning: no answer is worth keeping longer, and
+//                     a larger number is more likely milliseconds by mistake
 //   - what cannot be understood is ignored, and the configuration decides
 //     in its place: an unknown directive, a value given to store or
 //     no-store, a ttl without a positive integer (0, negative, not a
@@ -26,6 +27,11 @@
 //     ignored (the configuration decides whether and how long);
 //   - every such problem is reported (the first one met, the count), for
 //     one warning per response.
+// What is heeded: only the upstream's own answer's header (not an answer
+// nginx made, an error_page's or after X-Accel-Redirect), and never when
+// nginx did not reach the upstream (released whatever it says); ttl only
+// when the answer is stored, for its record or for the 410 marker that
+// stands for it when it turns out too large to keep.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +41,8 @@
 
 namespace idem {
 
-// The longest ttl the header may ask for, in seconds: what nginx's time
-// syntax accepts for idempotency_ttl (2^31 - 1 s).
-constexpr std::uint64_t max_ttl_s = 2147483647;
+// The longest ttl the header may ask for, in seconds: 365 days.
+constexpr std::uint64_t max_ttl_s = 365 * 24 * 60 * 60;
 
 enum class ControlProblem : std::uint8_t {
     none,

@@ -60,14 +60,18 @@ TEST(UpstreamControl, BadTtlIsIgnoredTheRestKept)
     EXPECT_EQ(parse_upstream_control("store, ttl=abc").problem_at, "ttl=abc");
 }
 
-TEST(UpstreamControl, TtlCappedAtTheLargestIdempotencyTtl)
+TEST(UpstreamControl, TtlCappedAt365Days)
 {
-    UpstreamControl c = parse_upstream_control("ttl=2147483648");
+    EXPECT_EQ(max_ttl_s, 31536000u);
+    UpstreamControl c = parse_upstream_control("store, ttl=31536001");
+    EXPECT_EQ(c.storage, StorageAsk::store);
     EXPECT_EQ(c.ttl_s, max_ttl_s);
     EXPECT_EQ(c.problem, ControlProblem::ttl_capped);
+    c = parse_upstream_control("ttl=604800000");  // milliseconds by mistake
+    EXPECT_EQ(c.ttl_s, max_ttl_s);
     c = parse_upstream_control("ttl=99999999999999999999999999999999");
     EXPECT_EQ(c.ttl_s, max_ttl_s);
-    c = parse_upstream_control("ttl=2147483647");
+    c = parse_upstream_control("ttl=31536000");
     EXPECT_EQ(c.ttl_s, max_ttl_s);
     EXPECT_EQ(c.problems, 0u);
 }
