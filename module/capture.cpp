@@ -391,12 +391,13 @@ const UpstreamControl* upstream_control(ngx_http_request_t* r, bool captured, Up
                                                               : "as configured",
                    control.ttl_s, static_cast<ngx_uint_t>(control.problems), describe(control.problem));
     if (control.problems != 0) {
+        // the first part ignored, quoted (at most `shown` bytes of it)
         constexpr size_t shown = 64;
-        int len = static_cast<int>(ngx_min(control.problem_at.size(), shown));
+        size_t len = ngx_min(control.problem_at.size(), shown);
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "idempotency: %ui part(s) of the upstream's \"%V\" header ignored: %s%s%*s%s", 
+                      "idempotency: %ui part(s) of the upstream's \"%V\" header ignored: %s%s%*s%s",
                       static_cast<ngx_uint_t>(control.problems), &lcf->upstream_control, describe(control.problem),
-                      len != 0 ? " \"" : "", static_cast<size_t>(len), control.problem_at.data(),
+                      len != 0 ? " \"" : "", len, control.problem_at.data(),
                       len == 0 ? "" : control.problem_at.size() > shown ? "...\"" : "\"");
     }
     return &control;

@@ -208,6 +208,12 @@ releasing
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config eval
 main::idem_location($main::CONTROL)
+--- init
+my $long = 'x' x 100;
+Test::More::is(main::summary(main::http("/uc/6b?header=X-Idempotency-Control:no-store,$long", 'uc-6b')), '201 released 1',
+               'TEST 6: a long unknown directive is ignored');
+Test::More::ok(IdempotencyTest::error_log_has('ignored: unknown directive "' . ('x' x 64) . '..."'),
+               'TEST 6: ... and quoted in the warning cut at 64 bytes');
 --- request eval
 ["POST /uc/8?header=X-Idempotency-Control:ttl%3Dsoon,%20no-store,%20frobnicate\nx",
  "POST /uc/8?header=X-Idempotency-Control:ttl%3Dsoon,%20no-store,%20frobnicate\nx"]
