@@ -18,7 +18,11 @@
 // Owns the capture's part of the request context (capture.hpp's Capture)
 // and the response's status; moves the request from granted to forwarded
 // (and the claim, through claim.cpp, to settled).
-// Must not touch: the request's response itself — the client sees it unchanged.
+// Also takes the upstream's control header (idempotency_upstream_control)
+// out of every response at the upper point, and heeds it for a captured
+// one (upstream_control.hpp).
+// Must not touch: the request's response itself — the client sees it
+// unchanged, but for the upstream's control header.
 
 #include "capture.hpp"
 
@@ -177,7 +181,7 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
 
 // Whether the response about to go out is kept for replay; if not, the key
 // is released or marked unreplayable, as disposition.hpp rules.
-bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
+bool keep_response(ngx_http_request_t* r, RequestCtx* ctx, const UpstreamControl* control)
 {
     ResponseFacts facts;
     facts.status = static_cast<unsigned>(ctx->response_status);
@@ -185,7 +189,15 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx)
     facts.store_errors = ctx->conf->store_errors;
     facts.release = *ctx->conf->release_statuses;
     facts.upstream = upstream_facts(r, facts.from_upstream ? r->upstream->state : nullptr, facts.release);
+    if (control != nullptr && facts.from_upstream) {
+        facts.asked = control->storage;
+    }
     Verdict verdict = judge_response(facts);
+    if (verdict.disposition == Disposition::store && control != nullptr && facts.from_upstream) {
+        // how long the answer is kept: the record, or the marker that
+        // stands for it when it turns out too large to keep
+        ctx->capture.ttl_ms = control->ttl_s * 1000;
+    }
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: response %ui for \"%V\", from upstream: %d, upstream reached: %d, disposition %d",
                    ctx->response_status, &ctx->claim.key, facts.from_upstream, facts.upstream.reached,
@@ -356,14 +368,52 @@ void upstream_finalized(ngx_http_request_t* r, ngx_int_t rc)
     }
 }
 
+// The upstream's control header (idempotency_upstream_control), taken out
+// of every response of a location where it is in force, also of those the
+// module does not capture; what it asked, for a response that is captured
+// (nullptr when there was none). One warning per response for what was
+// ignored, without the key.
+const UpstreamControl* upstream_control(ngx_http_request_t* r, bool captured, UpstreamControl& control)
+{
+    auto* lcf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
+    if (lcf == nullptr || lcf->upstream_control.len == 0) {
+        return nullptr;
+    }
+    bool found = false;
+    control = take_upstream_control(r, lcf->upstream_control, found);
+    if (!found || !captured) {
+        return nullptr;
+    }
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "idempotency: the upstream asked: storage %s, ttl %uL s, %ui part(s) ignored (%s)",
+                   control.storage == StorageAsk::store      ? "store"
+                   : control.storage == StorageAsk::no_store ? "no-store"
+                                                              : "as configured",
+                   control.ttl_s, static_cast<ngx_uint_t>(control.problems), describe(control.problem));
+    if (control.problems != 0) {
+        // the first part ignored, quoted (at most `shown` bytes of it)
+        constexpr size_t shown = 64;
+        size_t len = ngx_min(control.problem_at.size(), shown);
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "idempotency: %ui part(s) of the upstream's \"%V\" header ignored: %s%s%*s%s",
+                      static_cast<ngx_uint_t>(control.problems), &lcf->upstream_control, describe(control.problem),
+                      len != 0 ? " \"" : "", len, control.problem_at.data(),
+                      len == 0 ? "" : control.problem_at.size() > shown ? "...\"" : "\"");
+    }
+    return &control;
+}
+
 // What becomes of the response is decided here, before add_header and the
 // other header filters, so that they see it in $idempotency_status.
 ngx_int_t upper_header_filter(ngx_http_request_t* r)
 {
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
-    if (ctx != nullptr && capturing(ctx) && ctx->response_status == 0) {
+    bool first = ctx != nullptr && capturing(ctx) && ctx->response_status == 0;
+    UpstreamControl control;
+    const UpstreamControl* asked = upstream_control(r, first, control);
+    if (first) {
         ctx->response_status = r->headers_out.status;
-        if (keep_response(r, ctx)) {
+        if (keep_response(r, ctx, asked)) {
             ctx->capture.upper_headers = count_headers(r->headers_out.headers);
             ctx->capture.upper_body_flags = body_flags(r);
             ngx_http_upstream_t* u = r->upstream;

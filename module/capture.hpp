@@ -31,6 +31,7 @@ struct Capture {
     size_t body_size;
     size_t capacity;                // for the body
     Feed* feed;                     // the response published live (feed.hpp), until it ends
+    std::uint64_t ttl_ms;           // how long the upstream asked it be kept (ttl=); 0: idempotency_ttl
     void (*upstream_finalize)(ngx_http_request_t* r, ngx_int_t rc);  // the upstream module's, behind ours
 };
 

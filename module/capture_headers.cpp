@@ -9,8 +9,11 @@ namespace {
 
 // Headers that describe this connection or this moment, not the response:
 // a replay gets its own.
-bool is_fresh_per_response(const ngx_str_t& name)
+bool is_fresh_per_response(const ngx_str_t& name, const ngx_str_t& replayed)
 {
+    if (name.len == replayed.len && name.len != 0 && ngx_strncasecmp(name.data, replayed.data, name.len) == 0) {
+        return true;  // the replay marker (idempotency_replayed_header) is the replay's own
+    }
     static const ngx_str_t names[] = {
         ngx_string("connection"),     ngx_string("keep-alive"),        ngx_string("transfer-encoding"),
         ngx_string("te"),             ngx_string("trailer"),           ngx_string("upgrade"),
@@ -84,12 +87,29 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
         if (added && &h != out.content_encoding) {
             return true;
         }
-        if (h.hash != 0 && !is_fresh_per_response(h.key)) {
+        if (h.hash != 0 && !is_fresh_per_response(h.key, ctx->conf->replayed_header)) {
             ok = push_header(ctx, view(h.key), view(h.value));
         }
         return ok;
     });
     return ok;
+}
+
+UpstreamControl take_upstream_control(ngx_http_request_t* r, const ngx_str_t& name, bool& found)
+{
+    UpstreamControlParser parser;
+    found = false;
+    for_each_header(r->headers_out.headers, [&](ngx_table_elt_t& h) {
+        if (h.hash != 0 && h.key.len == name.len && ngx_strncasecmp(h.key.data, name.data, name.len) == 0) {
+            h.hash = 0;
+            found = true;
+            parser.add(view(h.value));
+            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "idempotency: the upstream's \"%V: %V\" taken out of the response", &h.key, &h.value);
+        }
+        return true;
+    });
+    return parser.result();
 }
 
 // How nginx treats the response, for the replay to be treated alike.

@@ -1,11 +1,13 @@
 // capture_headers.hpp — what the capture records besides the body: the
 // response's headers as the client gets them, its trailers, and how nginx
-// treats it (capture_headers.cpp).
+// treats it (capture_headers.cpp); and the upstream's control header, taken
+// out of every response before anything records or sends it.
 #pragma once
 
 #include <cstdint>
 
 #include "request_ctx.hpp"
+#include "upstream_control.hpp"
 
 namespace idem {
 
@@ -18,6 +20,14 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx);
 // The trailers in r->headers_out.trailers, as Header views. False when out
 // of memory.
 bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out);
+
+// Takes the upstream's control header (idempotency_upstream_control `name`)
+// out of the response: every entry of that name, whatever its case, leaves
+// the list (its hash zeroed, as nginx deletes a header), so that no filter
+// below sends it and no capture records it. Their values, read as one list
+// (upstream_control.hpp), say what the upstream asked; `found` whether
+// there was any.
+UpstreamControl take_upstream_control(ngx_http_request_t* r, const ngx_str_t& name, bool& found);
 
 // How nginx treats the response (record.hpp's flags), for the replay to be
 // treated alike.

@@ -397,10 +397,12 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
     }
     size_t size = value.view().size();
     bool within_lease = ctx->claim.lease != nullptr && ctx->claim.lease->holds(ngx_current_msec);
+    // idempotency_ttl, unless the upstream asked for another (ttl=)
+    std::uint64_t ttl = ctx->capture.ttl_ms != 0 ? ctx->capture.ttl_ms : ctx->conf->ttl;
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: storing %uz bytes under \"%V\" for %M ms, %s", size, &ctx->claim.key,
-                   ctx->conf->ttl, within_lease ? "within the claim's lease so far" : "fenced");
-    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), ctx->conf->ttl, ctx->conf->lock_ttl,
+                   "idempotency: storing %uz bytes under \"%V\" for %uL ms, %s", size, &ctx->claim.key,
+                   ttl, within_lease ? "within the claim's lease so far" : "fenced");
+    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), ttl, ctx->conf->lock_ttl,
                          within_lease ? ctx->claim.lease : nullptr);
     count(Counter::stored_responses);
     count(Counter::stored_bytes, size);

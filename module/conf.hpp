@@ -83,6 +83,8 @@ struct LocConf {
     ngx_flag_t store_errors;
     const ReleaseStatuses* release_statuses;  // idempotency_release_statuses
     ngx_flag_t fail_open;
+    ngx_str_t upstream_control;           // idempotency_upstream_control: the upstream's response header; empty: off
+    ngx_str_t replayed_header;            // idempotency_replayed_header: what marks a replay; empty: off
     ngx_array_t* seal_keys;               // idempotency_encrypt_key: of SecretKey, sealing key first
     bool fence;                           // claims draw a fence: $idempotency_fence is named (fence.hpp)
     bool admin;                           // idempotency_admin: the operator's endpoint (admin.cpp)

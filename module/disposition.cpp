@@ -1,7 +1,8 @@
 // disposition.cpp — see disposition.hpp. One rule throughout: never execute
 // twice silently. A key is released only when no upstream can have received
 // the request, or when every upstream that did said it failed (5xx) or did
-// not execute it (a status of idempotency_release_statuses).
+// not execute it (a status of idempotency_release_statuses), or when the
+// upstream that answered asked that its answer not be stored (no-store).
 
 #include "disposition.hpp"
 
@@ -77,6 +78,18 @@ Verdict judge_response(const ResponseFacts& f) noexcept
         return {Disposition::release, "the request never reached the upstream"};
     }
     if (f.from_upstream) {
+        if (f.asked == StorageAsk::no_store) {
+            // the upstream speaks for its own answer, not for an earlier
+            // peer that may have executed the request
+            if (u.silent || u.answered) {
+                return {Disposition::unreplayable,
+                        "the upstream asked not to store its answer after another peer may have executed it"};
+            }
+            return {Disposition::release, "the upstream asked not to store its answer (no-store)"};
+        }
+        if (f.asked == StorageAsk::store) {
+            return {Disposition::store, nullptr};
+        }
         if (not_executed) {
             // the upstream says it did not execute the request (429, 408,
             // ...); an earlier peer that went silent or answered may have

@@ -3,7 +3,8 @@
 // as unreplayable (410) because an upstream may have executed the request
 // but the answer the client got cannot stand for it (docs/design.md#not-executed,
 // #unreplayable,
-// #redirects-followed). Pure: capture.cpp gathers the facts from
+// #redirects-followed). The upstream's own answer may ask to be stored, or
+// not, whatever its status (StorageAsk); never when nginx did not reach it. Pure: capture.cpp gathers the facts from
 // nginx's record of the upstream attempts.
 #pragma once
 
@@ -66,12 +67,18 @@ struct UpstreamFacts {
     bool declined = false;   // an upstream answered that it did not execute it (429, ...)
 };
 
+// What the upstream's own answer asked of its storage
+// (idempotency_upstream_control, upstream_control.hpp): nothing (the
+// configuration decides), store it whatever its status, or do not store it.
+enum class StorageAsk : std::uint8_t { config, store, no_store };
+
 struct ResponseFacts {
     unsigned status = 0;
     bool from_upstream = false;  // the response is an upstream's own answer
     bool store_errors = false;   // idempotency_store_errors
     ReleaseStatuses release;     // idempotency_release_statuses
     UpstreamFacts upstream;
+    StorageAsk asked = StorageAsk::config;  // heeded for an upstream's own answer only
 };
 
 enum class Disposition { store, release, unreplayable };

@@ -1,6 +1,6 @@
 // join.cpp — see join.hpp. The joiner's response leaves as a replay's
 // does: its header through every header filter (replay.cpp's headers, with
-// Idempotent-Replayed), its body straight below the capture's point. Its
+// the replay marker), its body straight below the capture's point. Its
 // length is not known in advance: HTTP/1.1 gets it chunked.
 
 #include "join.hpp"

@@ -30,6 +30,7 @@ char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_release_statuses(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
 using Setter = char* (*)(ngx_conf_t*, ngx_command_t*, void*);
 
@@ -69,6 +70,8 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_max_response_size"), NGX_CONF_TAKE1, ngx_conf_set_size_slot, offsetof(LocConf, max_response_size)),
     directive(ngx_string("idempotency_store_errors"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, store_errors)),
     directive(ngx_string("idempotency_release_statuses"), NGX_CONF_1MORE, set_release_statuses),
+    directive(ngx_string("idempotency_upstream_control"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, upstream_control)),
+    directive(ngx_string("idempotency_replayed_header"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, replayed_header)),
     directive(ngx_string("idempotency_fail_open"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, fail_open)),
     directive(ngx_string("idempotency_encrypt_key"), NGX_CONF_1MORE, set_encrypt_key),
     {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
@@ -116,25 +119,55 @@ char* set_methods(ngx_conf_t* cf, ngx_command_t*, void* conf)
     return NGX_CONF_OK;
 }
 
-char* set_header(ngx_conf_t* cf, ngx_command_t*, void* conf)
+// A directive's header name: letters, digits, '-' and '_'. False, said,
+// when it is not one.
+bool check_header_name(ngx_conf_t* cf, const ngx_str_t& directive, const ngx_str_t& name)
+{
+    if (name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "empty header name in \"%V\"", &directive);
+        return false;
+    }
+    for (size_t i = 0; i < name.len; i++) {
+        u_char ch = name.data[i];
+        if (!(ch == '-' || ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z'))) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid header name \"%V\" in \"%V\"", &name, &directive);
+            return false;
+        }
+    }
+    return true;
+}
+
+char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
 {
     auto* lcf = static_cast<LocConf*>(conf);
     if (lcf->header.data != nullptr) {
         return const_cast<char*>("is duplicate");
     }
     ngx_str_t name = static_cast<ngx_str_t*>(cf->args->elts)[1];
-    if (name.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "empty header name in \"idempotency_header\"");
+    if (!check_header_name(cf, cmd->name, name)) {
         return static_cast<char*>(NGX_CONF_ERROR);
     }
-    for (size_t i = 0; i < name.len; i++) {
-        u_char ch = name.data[i];
-        if (!(ch == '-' || ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z'))) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid header name \"%V\" in \"idempotency_header\"", &name);
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-    }
     lcf->header = name;
+    return NGX_CONF_OK;
+}
+
+// NAME | off, into the ngx_str_t at cmd->offset: off leaves it empty (but
+// set, so that an enclosing block's NAME is not inherited).
+char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
+{
+    auto* field = reinterpret_cast<ngx_str_t*>(static_cast<char*>(conf) + cmd->offset);
+    if (field->data != nullptr) {
+        return const_cast<char*>("is duplicate");
+    }
+    ngx_str_t name = static_cast<ngx_str_t*>(cf->args->elts)[1];
+    if (view(name) == "off") {
+        *field = {0, reinterpret_cast<u_char*>(const_cast<char*>(""))};
+        return NGX_CONF_OK;
+    }
+    if (!check_header_name(cf, cmd->name, name)) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    *field = name;
     return NGX_CONF_OK;
 }
 
@@ -221,7 +254,8 @@ void* create_loc_conf(ngx_conf_t* cf)
         return nullptr;
     }
     // pcalloc left unset (null or empty): server, header, header_lowcase,
-    // key_space and key_prefix, set in merge
+    // key_space, key_prefix, upstream_control and replayed_header, set in
+    // merge
     conf->enable = NGX_CONF_UNSET;
     conf->zone = static_cast<ngx_shm_zone_t*>(NGX_CONF_UNSET_PTR);
     conf->redis_timeout = NGX_CONF_UNSET_MSEC;
@@ -278,6 +312,8 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     static constexpr ReleaseStatuses not_executed = ReleaseStatuses::of({401, 403, 408, 425, 429});
     ngx_conf_merge_ptr_value(conf->release_statuses, prev->release_statuses, &not_executed);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
+    ngx_conf_merge_str_value(conf->upstream_control, prev->upstream_control, "");
+    ngx_conf_merge_str_value(conf->replayed_header, prev->replayed_header, "Idempotent-Replayed");
     ngx_conf_merge_ptr_value(conf->seal_keys, prev->seal_keys, nullptr);
     conf->fence = fence_named(cf);
 

@@ -1,6 +1,7 @@
 // replay.cpp — sends a stored response: its status, its headers in stored
 // order (repeated ones kept), its body byte for byte, and
-// `Idempotent-Replayed: true`. Date, Server and the hop-by-hop headers are
+// `Idempotent-Replayed: true` (idempotency_replayed_header names it, or
+// turns it off). Date, Server and the hop-by-hop headers are
 // nginx's own, fresh. The upstream is not contacted.
 //
 // The record's body is the bytes the client got, its headers those the
@@ -132,7 +133,8 @@ ngx_int_t set_replay_headers(ngx_http_request_t* r, const Record& record) noexce
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
     }
-    if (!add_header(r, "Idempotent-Replayed", "true")) {
+    auto* lcf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
+    if (lcf->replayed_header.len != 0 && !add_header(r, view(lcf->replayed_header), "true")) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 

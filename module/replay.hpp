@@ -6,7 +6,7 @@
 namespace idem {
 
 // Sets the response's status and headers as `record` has them, plus
-// Idempotent-Replayed, and treats it as nginx treated the original (a
+// the replay marker (idempotency_replayed_header), and treats it as nginx treated the original (a
 // joiner's head too: join.cpp). NGX_OK, or the status to finalize with.
 ngx_int_t set_replay_headers(ngx_http_request_t* r, const Record& record) noexcept;
 

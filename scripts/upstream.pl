@@ -26,7 +26,8 @@
 #   chunked=1      Transfer-Encoding: chunked, body sent in up to 4 chunks
 #   cookies=N      N headers "Set-Cookie: c<i>=v<i>", i = 1..N, in order
 #   header=N:V     extra response header (may repeat; a Content-Type given
-#                  this way replaces the default one)
+#                  this way replaces the default one; an event stream, sse=N,
+#                  keeps its own)
 #   echo=NAME      the request's header NAME sent back as "X-Echo-NAME: value"
 #                  (may repeat; "-" when the request had none)
 #   trickle=SECS   send the body in up to 4 pieces, SECS apart (with gate=NAME:
@@ -379,6 +380,7 @@ sub event_stream {
     alarm(0);
     write_all($sock, "HTTP/1.1 $p->{status} " . ($REASON{$p->{status}} // 'Status') . "\r\n"
         . "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        . join('', map { "$_->[0]: $_->[1]\r\n" } grep { lc $_->[0] ne 'content-type' } @{ $p->{headers} })
         . "Transfer-Encoding: chunked\r\nX-Upstream-Execution: $n\r\nConnection: close\r\n\r\n");
     my $pad = 'p' x ($p->{pad} // 0);
     for my $i (1 .. $count) {
