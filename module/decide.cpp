@@ -13,6 +13,7 @@ Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record&
     case RecordFlaw::status: why = Unusable::bad_status; return Outcome::unverifiable;
     case RecordFlaw::header_name: why = Unusable::bad_header_name; return Outcome::unverifiable;
     case RecordFlaw::header_value: why = Unusable::bad_header_value; return Outcome::unverifiable;
+    case RecordFlaw::newer_version: why = Unusable::newer_version; return Outcome::unverifiable;
     }
     if (!stored) {
         why = Unusable::not_a_record;
@@ -48,6 +49,7 @@ const char* unusable_reason(Unusable why) noexcept
     case Unusable::bad_status: return "its response has a status outside 100-599, and is never replayed";
     case Unusable::bad_header_name: return "its response has a header name that is not an HTTP token, and is never replayed";
     case Unusable::bad_header_value: return "its response has a header value with CR, LF or NUL, and is never replayed";
+    case Unusable::newer_version: return "it is a record of a later release's layout, which this one does not read";
     }
     return "";
 }

@@ -11,7 +11,7 @@
 namespace idem {
 
 // Why a value found under a key cannot be used.
-enum class Unusable { no, not_a_record, plain, no_keys, unknown_key, altered, bad_status, bad_header_name, bad_header_value };
+enum class Unusable { no, not_a_record, plain, no_keys, unknown_key, altered, bad_status, bad_header_name, bad_header_value, newer_version };
 const char* unusable_reason(Unusable why) noexcept;
 
 // `value` is what the key holds: replayed (then `record` is the stored

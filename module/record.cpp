@@ -218,9 +218,17 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
     std::uint8_t version = 0;
     std::uint8_t kind = 0;
     std::string_view fingerprint;
-    if (!cursor.take(sizeof magic, found_magic)
-        || found_magic != std::string_view(magic, sizeof magic)
-        || !cursor.read(version) || (version != record_version && version != record_version_extras)
+    if (!cursor.take(sizeof magic, found_magic) || found_magic != std::string_view(magic, sizeof magic)
+        || !cursor.read(version)) {
+        return std::nullopt;
+    }
+    if (version > record_version_extras) {
+        if (flaw != nullptr) {
+            *flaw = RecordFlaw::newer_version;
+        }
+        return std::nullopt;
+    }
+    if ((version != record_version && version != record_version_extras)
         || !cursor.read(kind) || !cursor.take(Digest().size(), fingerprint)) {
         return std::nullopt;
     }

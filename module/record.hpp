@@ -15,7 +15,9 @@
 // Version 2 adds the bracketed parts to a response; a response without
 // flags or trailers is written as version 1, which every release reads.
 // Anything else — wrong magic or version, unknown flags, truncated,
-// trailing bytes — is refused by decode_record. So is a response that must
+// trailing bytes — is refused by decode_record; a version above this
+// release's is told apart (RecordFlaw::newer_version): a later release's
+// record, answered 410, never 503 nor a second execution. So is a response that must
 // not be sent again as it stands (a Redis anyone can write to must not
 // split responses or smuggle headers through a replay): a status outside
 // 100-599, a header or trailer name that is not an HTTP token, a value
@@ -80,8 +82,12 @@ struct Record {
     std::string_view trailers;    // response: the encoded trailer entries
 };
 
-// Why a response record that is well formed was refused all the same.
-enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value };
+// Why a record was refused all the same: a response that is well formed
+// but must not be sent again, or a record of a later release's layout (its
+// magic, then a version above this release's): a later release keeps its
+// claims in a version every release reads, so such a record is a stored
+// answer this release cannot read, never one to execute again for.
+enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value, newer_version };
 
 // `flaw`, when given, tells a refused response record from bytes that are
 // not a record at all (RecordFlaw::none).

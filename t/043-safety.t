@@ -246,3 +246,51 @@ location / {
 --- response_body_like eval
 [qr/response-unverifiable/, qr/response-unverifiable/, qr/response-unverifiable/, qr/response-unverifiable/,
  qr/\A0\z/, qr/\A0\z/, qr/\A0\z/, qr/\A0\z/, qr/\A0\z/]
+
+
+=== TEST 11: a record of a later release's layout (a version above this one's) is never replayed nor executed again: 410, logged
+--- init
+my $later = main::crafted_response('POST', '/rec/later', 'x', 200, [], "body");
+substr($later, 3, 1) = "\x03";
+IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('rec-later'), $later . "\x28\xb5\x2f\xfd-compressed?", 'PX', 600_000);
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request
+POST /rec/later
+x
+--- more_headers
+Idempotency-Key: rec-later
+--- error_code: 410
+--- response_headers
+X-Idempotency-Status: unreplayable
+!Idempotent-Replayed
+--- response_body_like: response-unverifiable
+--- error_log eval
+qr/\[error\] .*the record under "idem:[0-9a-f]{64}" does not open: it is a record of a later release's layout, which this one does not read/
+
+
+=== TEST 12: ... with another body too (its fingerprint is not read), and the upstream is never contacted
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /rec/later\nother body", "GET /_count/rec/later"]
+--- more_headers eval
+["Idempotency-Key: rec-later", ""]
+--- error_code eval
+[410, 200]
+--- response_headers eval
+["X-Idempotency-Status: unreplayable", ""]
+--- response_body_like eval
+[qr/response-unverifiable/, qr/\A0\z/]

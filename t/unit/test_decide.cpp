@@ -234,6 +234,31 @@ TEST(Decide, AResponseThatMustNotBeSentAgainIsUnverifiable)
     }
 }
 
+// A record of a later release's layout (a version above this release's):
+// never replayed as garbage, never executed again for — 410, whatever the
+// rest of its bytes, a claim's kind byte included.
+TEST(Decide, ARecordOfALaterReleaseIsUnverifiable)
+{
+    for (std::string value : {response(ours), std::string("IDM\x03"), std::string("IDM\x09\x01garbage")}) {
+        if (value.size() > 4) {
+            value[3] = value[3] == '\x01' ? '\x03' : value[3];
+        }
+        Record record{};
+        idem::Unusable why = idem::Unusable::no;
+        EXPECT_EQ(idem::decide_stored(value, ours, record, why), Outcome::unverifiable)
+            << testing::PrintToString(value);
+        EXPECT_EQ(why, idem::Unusable::newer_version);
+        EXPECT_NE(std::string(idem::unusable_reason(why)).find("later release"), std::string::npos);
+    }
+    // version 0 is no record at all
+    std::string zero = response(ours);
+    zero[3] = '\0';
+    idem::Unusable why = idem::Unusable::no;
+    Record record{};
+    EXPECT_EQ(idem::decide_stored(zero, ours, record, why), Outcome::unavailable);
+    EXPECT_EQ(why, idem::Unusable::not_a_record);
+}
+
 // outcome.hpp: each outcome's name ($idempotency_status), status and problem.
 TEST(Outcomes, TheModulesOwnAnswers)
 {

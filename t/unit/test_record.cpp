@@ -264,6 +264,11 @@ TEST(RecordDecode, RefusesWrongMagicVersionOrKind)
         bytes = good;
         bytes[3] = version;
         expect_refused(bytes, "version");
+        // a version above this release's is a later release's record (never
+        // executed again for); version 0 is no record at all
+        idem::RecordFlaw flaw = idem::RecordFlaw::none;
+        idem::decode_record(bytes, &flaw);
+        EXPECT_EQ(flaw, version == '\x00' ? idem::RecordFlaw::none : idem::RecordFlaw::newer_version);
     }
     for (char kind : {'\x00', '\x04', '\xff'}) {
         bytes = good;
