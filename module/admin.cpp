@@ -16,6 +16,7 @@
 #include "conf_util.hpp"
 #include "inspect.hpp"
 #include "key.hpp"
+#include "key_space.hpp"
 #include "send.hpp"
 #include "store_factory.hpp"
 
@@ -279,26 +280,10 @@ bool key_from_header(ngx_http_request_t* r, const LocConf* conf, std::string_vie
     ngx_str_t scope = ngx_null_string, server;
     query_arg(r, "scope", scope);
     ngx_str_t space = conf->key_space;
-    if (query_arg(r, "server", server)) {
-        space.data = static_cast<u_char*>(ngx_pnalloc(r->pool, NGX_SIZE_T_LEN + 1 + server.len));
-        if (space.data == nullptr) {
-            return false;
-        }
-        space.len = static_cast<size_t>(ngx_sprintf(space.data, "%uz:%V", server.len, &server) - space.data);
-    }
-    auto* spaced = static_cast<u_char*>(ngx_pnalloc(r->pool, space.len + scope.len + 1));
-    key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, conf->key_prefix.len + key_hash_hex_length));
-    if (spaced == nullptr || key.data == nullptr) {
+    if (query_arg(r, "server", server) && !key_space_of(r->pool, server, space)) {
         return false;
     }
-    u_char* end = ngx_cpymem(spaced, space.data, space.len);
-    if (scope.len != 0) {
-        end = ngx_cpymem(end, scope.data, scope.len);
-    }
-    key.len = derive_redis_key(view(conf->key_prefix),
-                               {reinterpret_cast<char*>(spaced), static_cast<size_t>(end - spaced)}, client_key,
-                               reinterpret_cast<char*>(key.data));
-    return key.len != 0;
+    return store_key(r->pool, conf->key_prefix, space, scope, client_key, key);
 }
 
 ngx_str_t store_name(ngx_http_request_t* r, const LocConf* conf)

@@ -19,7 +19,7 @@
 
 #include "claim_token.hpp"
 #include "feed.hpp"
-#include "key.hpp"
+#include "key_space.hpp"
 #include "lease.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
@@ -251,20 +251,7 @@ bool claim_name(RequestCtx* ctx, std::string_view key) noexcept
     if (ctx->conf->scope != nullptr && ngx_http_complex_value(r, ctx->conf->scope, &scope) != NGX_OK) {
         return false;
     }
-    const ngx_str_t& space = ctx->conf->key_space;
-    auto* spaced = static_cast<u_char*>(ngx_pnalloc(r->pool, space.len + scope.len));
-    const ngx_str_t& prefix = ctx->conf->key_prefix;
-    ctx->claim.key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, prefix.len + key_hash_hex_length));
-    if (spaced == nullptr || ctx->claim.key.data == nullptr) {
-        return false;
-    }
-    u_char* end = ngx_cpymem(spaced, space.data, space.len);
-    if (scope.len != 0) {  // an unset scope has no data at all
-        ngx_memcpy(end, scope.data, scope.len);
-    }
-    ctx->claim.key.len = derive_redis_key(view(prefix), {reinterpret_cast<char*>(spaced), space.len + scope.len}, key,
-                                          reinterpret_cast<char*>(ctx->claim.key.data));
-    return ctx->claim.key.len != 0;
+    return store_key(r->pool, ctx->conf->key_prefix, ctx->conf->key_space, scope, key, ctx->claim.key);
 }
 
 bool make_claim_record(RequestCtx* ctx) noexcept

@@ -3,6 +3,8 @@
 
 #include "key_space.hpp"
 
+#include "key.hpp"
+
 namespace idem {
 namespace {
 
@@ -40,14 +42,7 @@ void warn_unnamed_servers(ngx_conf_t* cf, const LocConf* conf)
 // with part of it.
 bool set_key_space(ngx_conf_t* cf, LocConf* conf)
 {
-    ngx_str_t identity = server_identity(cf);
-    conf->key_space.data = static_cast<u_char*>(ngx_pnalloc(cf->pool, NGX_SIZE_T_LEN + 1 + identity.len));
-    if (conf->key_space.data == nullptr) {
-        return false;
-    }
-    conf->key_space.len = static_cast<size_t>(ngx_sprintf(conf->key_space.data, "%uz:%V", identity.len, &identity)
-                                              - conf->key_space.data);
-    return true;
+    return key_space_of(cf->pool, server_identity(cf), conf->key_space);
 }
 
 // `idempotency on` with no idempotency_scope anywhere above: callers of the
@@ -67,6 +62,33 @@ void warn_without_scope(ngx_conf_t* cf, const LocConf* conf)
 }
 
 }  // namespace
+
+bool key_space_of(ngx_pool_t* pool, const ngx_str_t& name, ngx_str_t& space)
+{
+    space.data = static_cast<u_char*>(ngx_pnalloc(pool, NGX_SIZE_T_LEN + 1 + name.len));
+    if (space.data == nullptr) {
+        return false;
+    }
+    space.len = static_cast<size_t>(ngx_sprintf(space.data, "%uz:%V", name.len, &name) - space.data);
+    return true;
+}
+
+bool store_key(ngx_pool_t* pool, const ngx_str_t& prefix, const ngx_str_t& space, const ngx_str_t& scope,
+               std::string_view key, ngx_str_t& out)
+{
+    auto* spaced = static_cast<u_char*>(ngx_pnalloc(pool, space.len + scope.len + 1));
+    out.data = static_cast<u_char*>(ngx_pnalloc(pool, prefix.len + key_hash_hex_length));
+    if (spaced == nullptr || out.data == nullptr) {
+        return false;
+    }
+    u_char* end = ngx_cpymem(spaced, space.data, space.len);
+    if (scope.len != 0) {  // an unset scope has no data at all
+        end = ngx_cpymem(end, scope.data, scope.len);
+    }
+    out.len = derive_redis_key(view(prefix), {reinterpret_cast<char*>(spaced), static_cast<size_t>(end - spaced)}, key,
+                               reinterpret_cast<char*>(out.data));
+    return out.len != 0;
+}
 
 bool merge_key_space(ngx_conf_t* cf, LocConf* conf)
 {
