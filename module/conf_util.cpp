@@ -20,4 +20,38 @@ bool read_config_file(ngx_conf_t* cf, const char* directive, const char* what, n
     return true;
 }
 
+bool check_header_name(ngx_conf_t* cf, const ngx_str_t& directive, const ngx_str_t& name)
+{
+    if (name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "empty header name in \"%V\"", &directive);
+        return false;
+    }
+    for (size_t i = 0; i < name.len; i++) {
+        u_char ch = name.data[i];
+        if (!(ch == '-' || ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z'))) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid header name \"%V\" in \"%V\"", &name, &directive);
+            return false;
+        }
+    }
+    return true;
+}
+
+char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
+{
+    auto* field = reinterpret_cast<ngx_str_t*>(static_cast<char*>(conf) + cmd->offset);
+    if (field->data != nullptr) {
+        return const_cast<char*>("is duplicate");
+    }
+    ngx_str_t name = static_cast<ngx_str_t*>(cf->args->elts)[1];
+    if (view(name) == "off") {
+        *field = {0, reinterpret_cast<u_char*>(const_cast<char*>(""))};
+        return NGX_CONF_OK;
+    }
+    if (!check_header_name(cf, cmd->name, name)) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    *field = name;
+    return NGX_CONF_OK;
+}
+
 }  // namespace idem

@@ -1,5 +1,6 @@
 // conf_util.hpp — what the directive handlers share: NAME=VALUE
-// parameters, and the small files directives name (passwords, keys).
+// parameters, header names (and NAME | off), and the small files
+// directives name (passwords, keys).
 #pragma once
 
 #include <string_view>
@@ -18,6 +19,15 @@ inline bool parameter(const ngx_str_t& arg, std::string_view name, ngx_str_t& va
     value = ngx_str_t{arg.len - name.size(), arg.data + name.size()};
     return true;
 }
+
+// A directive's header name: letters, digits, '-' and '_'. False, said
+// (naming the directive), when it is not one.
+bool check_header_name(ngx_conf_t* cf, const ngx_str_t& directive, const ngx_str_t& name);
+
+// A directive's `NAME | off`, into the ngx_str_t at cmd->offset of the
+// location's configuration: off leaves it empty (but set, so that an
+// enclosing block's NAME is not inherited).
+char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
 // Reads a small file named by a directive, once, at configuration time;
 // relative paths start at the configuration directory, as for

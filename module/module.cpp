@@ -30,7 +30,6 @@ char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_release_statuses(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
-char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
 using Setter = char* (*)(ngx_conf_t*, ngx_command_t*, void*);
 
@@ -119,24 +118,6 @@ char* set_methods(ngx_conf_t* cf, ngx_command_t*, void* conf)
     return NGX_CONF_OK;
 }
 
-// A directive's header name: letters, digits, '-' and '_'. False, said,
-// when it is not one.
-bool check_header_name(ngx_conf_t* cf, const ngx_str_t& directive, const ngx_str_t& name)
-{
-    if (name.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "empty header name in \"%V\"", &directive);
-        return false;
-    }
-    for (size_t i = 0; i < name.len; i++) {
-        u_char ch = name.data[i];
-        if (!(ch == '-' || ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z'))) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid header name \"%V\" in \"%V\"", &name, &directive);
-            return false;
-        }
-    }
-    return true;
-}
-
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
 {
     auto* lcf = static_cast<LocConf*>(conf);
@@ -148,26 +129,6 @@ char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     lcf->header = name;
-    return NGX_CONF_OK;
-}
-
-// NAME | off, into the ngx_str_t at cmd->offset: off leaves it empty (but
-// set, so that an enclosing block's NAME is not inherited).
-char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
-{
-    auto* field = reinterpret_cast<ngx_str_t*>(static_cast<char*>(conf) + cmd->offset);
-    if (field->data != nullptr) {
-        return const_cast<char*>("is duplicate");
-    }
-    ngx_str_t name = static_cast<ngx_str_t*>(cf->args->elts)[1];
-    if (view(name) == "off") {
-        *field = {0, reinterpret_cast<u_char*>(const_cast<char*>(""))};
-        return NGX_CONF_OK;
-    }
-    if (!check_header_name(cf, cmd->name, name)) {
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    *field = name;
     return NGX_CONF_OK;
 }
 
@@ -323,17 +284,12 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
                            "in the http block)", &conf->zone->shm.name, &conf->zone->shm.name);
         return static_cast<char*>(NGX_CONF_ERROR);
     }
-    if (conf->admin && conf->server == nullptr && conf->zone == nullptr) {
+    if ((conf->enable || conf->admin) && conf->server == nullptr && conf->zone == nullptr) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"idempotency_admin\" needs the store it inspects: \"idempotency_redis\" (or _redis_cluster, "
-                           "_redis_sentinel), or \"idempotency_store zone=NAME\", in this location or an enclosing block");
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    if (conf->enable && conf->server == nullptr && conf->zone == nullptr) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"idempotency on\" needs a store: \"idempotency_redis\" (or _redis_cluster, _redis_sentinel), "
+                           "%s needs a store: \"idempotency_redis\" (or _redis_cluster, _redis_sentinel), "
                            "or \"idempotency_store zone=NAME\" "
-                           "with \"idempotency_zone\", in this location or an enclosing block");
+                           "with \"idempotency_zone\", in this location or an enclosing block",
+                           conf->enable ? "\"idempotency on\"" : "\"idempotency_admin\"");
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     if (conf->enable && conf->key == nullptr && ngx_strlchr(conf->header.data, conf->header.data + conf->header.len, '_')) {
