@@ -60,6 +60,8 @@ struct MainConf {
     ngx_array_t servers;  // of RedisServer*
     const void* unnamed_server;  // the first server block without server_name that protects requests
     bool warned_unnamed;         // nginx -t said a second one shares its key space
+    bool fence_looked_up;        // fence_named() has looked: the http block is parsed
+    bool fence_named;            // ... and $idempotency_fence is named in it
 };
 
 struct LocConf {

@@ -2,6 +2,7 @@
 
 #include "fence.hpp"
 
+#include "conf.hpp"
 #include "key.hpp"
 #include "request_ctx.hpp"
 
@@ -65,14 +66,19 @@ ngx_int_t fence_add_variables(ngx_conf_t* cf) noexcept
 
 bool fence_named(ngx_conf_t* cf) noexcept
 {
+    auto* mcf = static_cast<MainConf*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_idempotency_module));
+    if (mcf->fence_looked_up) {
+        return mcf->fence_named;
+    }
+    mcf->fence_looked_up = true;
     auto* cmcf = static_cast<ngx_http_core_main_conf_t*>(ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module));
     auto* v = static_cast<ngx_http_variable_t*>(cmcf->variables.elts);
     for (ngx_uint_t i = 0; i < cmcf->variables.nelts; i++) {
         if (v[i].name.len == fence_name.len && ngx_strncmp(v[i].name.data, fence_name.data, fence_name.len) == 0) {
-            return true;
+            mcf->fence_named = true;
         }
     }
-    return false;
+    return mcf->fence_named;
 }
 
 }  // namespace idem
