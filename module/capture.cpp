@@ -18,9 +18,9 @@
 // Owns the capture's part of the request context (capture.hpp's Capture)
 // and the response's status; moves the request from granted to forwarded
 // (and the claim, through claim.cpp, to settled).
-// Also takes the upstream's control header (idempotency_upstream_control)
-// out of every response at the upper point, and heeds it for a captured
-// one (upstream_control.hpp).
+// Also has the upstream's control header (idempotency_upstream_control)
+// taken out of every response at the upper point (capture_headers.hpp),
+// and heeds it for a captured one (upstream_control.hpp).
 // Must not touch: the request's response itself — the client sees it
 // unchanged, but for the upstream's control header.
 
@@ -368,41 +368,6 @@ void upstream_finalized(ngx_http_request_t* r, ngx_int_t rc)
     }
 }
 
-// The upstream's control header (idempotency_upstream_control), taken out
-// of every response of a location where it is in force, also of those the
-// module does not capture; what it asked, for a response that is captured
-// (nullptr when there was none). One warning per response for what was
-// ignored, without the key.
-const UpstreamControl* upstream_control(ngx_http_request_t* r, bool captured, UpstreamControl& control)
-{
-    auto* lcf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
-    if (lcf == nullptr || lcf->upstream_control.len == 0) {
-        return nullptr;
-    }
-    bool found = false;
-    control = take_upstream_control(r, lcf->upstream_control, found);
-    if (!found || !captured) {
-        return nullptr;
-    }
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "idempotency: the upstream asked: storage %s, ttl %uL s, %ui part(s) ignored (%s)",
-                   control.storage == StorageAsk::store      ? "store"
-                   : control.storage == StorageAsk::no_store ? "no-store"
-                                                              : "as configured",
-                   control.ttl_s, static_cast<ngx_uint_t>(control.problems), describe(control.problem));
-    if (control.problems != 0) {
-        // the first part ignored, quoted (at most `shown` bytes of it)
-        constexpr size_t shown = 64;
-        size_t len = ngx_min(control.problem_at.size(), shown);
-        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "idempotency: %ui part(s) of the upstream's \"%V\" header ignored: %s%s%*s%s",
-                      static_cast<ngx_uint_t>(control.problems), &lcf->upstream_control, describe(control.problem),
-                      len != 0 ? " \"" : "", len, control.problem_at.data(),
-                      len == 0 ? "" : control.problem_at.size() > shown ? "...\"" : "\"");
-    }
-    return &control;
-}
-
 // What becomes of the response is decided here, before add_header and the
 // other header filters, so that they see it in $idempotency_status.
 ngx_int_t upper_header_filter(ngx_http_request_t* r)
@@ -410,7 +375,7 @@ ngx_int_t upper_header_filter(ngx_http_request_t* r)
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
     bool first = ctx != nullptr && capturing(ctx) && ctx->response_status == 0;
     UpstreamControl control;
-    const UpstreamControl* asked = upstream_control(r, first, control);
+    const UpstreamControl* asked = take_upstream_control(r, first, control);
     if (first) {
         ctx->response_status = r->headers_out.status;
         if (keep_response(r, ctx, asked)) {

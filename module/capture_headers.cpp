@@ -39,6 +39,24 @@ bool push_header(RequestCtx* ctx, std::string_view name, std::string_view value)
     return true;
 }
 
+// Every entry of `name` out of the list (its hash zeroed), their values read as one.
+UpstreamControl take_control_entries(ngx_http_request_t* r, const ngx_str_t& name, bool& found)
+{
+    UpstreamControlParser parser;
+    found = false;
+    for_each_header(r->headers_out.headers, [&](ngx_table_elt_t& h) {
+        if (h.hash != 0 && h.key.len == name.len && ngx_strncasecmp(h.key.data, name.data, name.len) == 0) {
+            h.hash = 0;
+            found = true;
+            parser.add(view(h.value));
+            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "idempotency: the upstream's \"%V: %V\" taken out of the response", &h.key, &h.value);
+        }
+        return true;
+    });
+    return parser.result();
+}
+
 }  // namespace
 
 bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
@@ -95,21 +113,34 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
     return ok;
 }
 
-UpstreamControl take_upstream_control(ngx_http_request_t* r, const ngx_str_t& name, bool& found)
+const UpstreamControl* take_upstream_control(ngx_http_request_t* r, bool captured, UpstreamControl& control)
 {
-    UpstreamControlParser parser;
-    found = false;
-    for_each_header(r->headers_out.headers, [&](ngx_table_elt_t& h) {
-        if (h.hash != 0 && h.key.len == name.len && ngx_strncasecmp(h.key.data, name.data, name.len) == 0) {
-            h.hash = 0;
-            found = true;
-            parser.add(view(h.value));
-            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                           "idempotency: the upstream's \"%V: %V\" taken out of the response", &h.key, &h.value);
-        }
-        return true;
-    });
-    return parser.result();
+    auto* lcf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
+    if (lcf == nullptr || lcf->upstream_control.len == 0) {
+        return nullptr;
+    }
+    bool found = false;
+    control = take_control_entries(r, lcf->upstream_control, found);
+    if (!found || !captured) {
+        return nullptr;
+    }
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "idempotency: the upstream asked: storage %s, ttl %uL s, %ui part(s) ignored (%s)",
+                   control.storage == StorageAsk::store      ? "store"
+                   : control.storage == StorageAsk::no_store ? "no-store"
+                                                              : "as configured",
+                   control.ttl_s, static_cast<ngx_uint_t>(control.problems), describe(control.problem));
+    if (control.problems != 0) {
+        // the first part ignored, quoted (at most `shown` bytes of it)
+        constexpr size_t shown = 64;
+        size_t len = ngx_min(control.problem_at.size(), shown);
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "idempotency: %ui part(s) of the upstream's \"%V\" header ignored: %s%s%*s%s",
+                      static_cast<ngx_uint_t>(control.problems), &lcf->upstream_control, describe(control.problem),
+                      len != 0 ? " \"" : "", len, control.problem_at.data(),
+                      len == 0 ? "" : control.problem_at.size() > shown ? "...\"" : "\"");
+    }
+    return &control;
 }
 
 // How nginx treats the response, for the replay to be treated alike.

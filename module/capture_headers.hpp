@@ -21,13 +21,16 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx);
 // of memory.
 bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out);
 
-// Takes the upstream's control header (idempotency_upstream_control `name`)
-// out of the response: every entry of that name, whatever its case, leaves
-// the list (its hash zeroed, as nginx deletes a header), so that no filter
-// below sends it and no capture records it. Their values, read as one list
-// (upstream_control.hpp), say what the upstream asked; `found` whether
-// there was any.
-UpstreamControl take_upstream_control(ngx_http_request_t* r, const ngx_str_t& name, bool& found);
+// Takes the upstream's control header (idempotency_upstream_control NAME,
+// in force in r's location) out of the response: every entry of that name,
+// whatever its case, leaves the list (its hash zeroed, as nginx deletes a
+// header), so that no filter below sends it and no capture records it, in
+// every response of the location, also those the module does not capture.
+// For a `captured` one, what their values (read as one list,
+// upstream_control.hpp) asked, into `control`; nullptr when there was none
+// or the response is not captured. One warning per response for what was
+// ignored, without the key.
+const UpstreamControl* take_upstream_control(ngx_http_request_t* r, bool captured, UpstreamControl& control);
 
 // How nginx treats the response (record.hpp's flags), for the replay to be
 // treated alike.
