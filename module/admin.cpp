@@ -17,6 +17,7 @@
 #include "inspect.hpp"
 #include "key.hpp"
 #include "key_space.hpp"
+#include "problem.hpp"
 #include "send.hpp"
 #include "store_factory.hpp"
 
@@ -36,17 +37,15 @@ struct AdminCtx {
     bool force;           // ?force=1: a claim in flight may be purged too
     ngx_str_t inspection; // the JSON of what the peek found (a purge's answer carries it)
     KeyState state;
-    ngx_str_t expected;   // a purge: the value the peek read
 };
 
 // --------------------------------------------------------------- answers
 
-ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, std::string_view content_type, std::string_view body)
+ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, std::string_view body)
 {
     r->headers_out.status = status;
-    r->headers_out.content_type.len = content_type.size();
-    r->headers_out.content_type.data = bytes(content_type);
-    r->headers_out.content_type_len = content_type.size();
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
     if (!add_header(r, "Cache-Control", "no-store")) {
         return NGX_ERROR;
     }
@@ -59,18 +58,11 @@ ngx_int_t send_error(ngx_http_request_t* r, ngx_uint_t status, std::string_view 
     if (status == NGX_HTTP_SERVICE_UNAVAILABLE && !add_header(r, "Retry-After", "1")) {
         return NGX_ERROR;
     }
-    size_t room = 200 + title.size() + detail.size();
-    auto* body = static_cast<u_char*>(ngx_pnalloc(r->pool, room));
-    if (body == nullptr) {
+    if (!add_header(r, "Cache-Control", "no-store")) {
         return NGX_ERROR;
     }
-    ngx_str_t t{title.size(), bytes(title)};
-    ngx_str_t d{detail.size(), bytes(detail)};
-    u_char* end = ngx_snprintf(body, room,
-                               "{\"type\":\"about:blank\",\"title\":\"%V\",\"status\":%ui,\"detail\":\"%V\"}", &t,
-                               status, &d);
-    return send_json(r, status, "application/problem+json",
-                     {reinterpret_cast<char*>(body), static_cast<size_t>(end - body)});
+    std::string_view type = status == NGX_HTTP_SERVICE_UNAVAILABLE ? "store-unavailable" : "admin-request";
+    return send_problem_document(r, status, {type, title, detail});
 }
 
 // {"purged":BOOL[,"reason":"..."],"inspection":{...}}
@@ -88,7 +80,7 @@ ngx_int_t send_purge(AdminCtx* ctx, ngx_uint_t status, bool purged, std::string_
         p = ngx_sprintf(p, "\"reason\":\"%V\",", &why);
     }
     p = ngx_sprintf(p, "\"inspection\":%V}", &ctx->inspection);
-    return send_json(r, status, "application/json", {reinterpret_cast<char*>(body), static_cast<size_t>(p - body)});
+    return send_json(r, status, {reinterpret_cast<char*>(body), static_cast<size_t>(p - body)});
 }
 
 void finish(AdminCtx* ctx, ngx_int_t rc)
@@ -202,7 +194,7 @@ void on_peeked(void* data, LiveStatus status, std::string_view value, std::int64
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: the operator read \"%V\": %s", &ctx->key,
                    key_state_name(ctx->state).data());
     if (!ctx->purge) {
-        finish(ctx, send_json(r, NGX_HTTP_OK, "application/json", view(ctx->inspection)));
+        finish(ctx, send_json(r, NGX_HTTP_OK, view(ctx->inspection)));
         return;
     }
     if (!found) {

@@ -25,10 +25,10 @@ bool has_error_page(ngx_http_request_t* r, ngx_uint_t status)
     return false;
 }
 
-ngx_int_t send_json(ngx_http_request_t* r, const OutcomeInfo& outcome)
+}  // namespace
+
+ngx_int_t send_problem_document(ngx_http_request_t* r, ngx_uint_t status, const Problem& p)
 {
-    const Problem& p = outcome.problem;
-    ngx_uint_t status = outcome.http_status;
     static constexpr size_t overhead = sizeof(R"({"type":"urn:nginx-idempotency:problem:","title":"","status":000,"detail":""})");
     size_t size = overhead + p.type.size() + p.title.size() + p.detail.size();
     auto* body = static_cast<u_char*>(ngx_pnalloc(r->pool, size));
@@ -53,8 +53,6 @@ ngx_int_t send_json(ngx_http_request_t* r, const OutcomeInfo& outcome)
     return send_whole_body(r, {reinterpret_cast<char*>(body), static_cast<size_t>(end - body)});
 }
 
-}  // namespace
-
 ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome)
 {
     ngx_uint_t retry_after = outcome.retry_after;
@@ -74,7 +72,7 @@ ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome)
     if (has_error_page(r, outcome.http_status)) {
         return outcome.http_status;  // nginx's error_page answers
     }
-    ngx_http_finalize_request(r, send_json(r, outcome));
+    ngx_http_finalize_request(r, send_problem_document(r, outcome.http_status, outcome.problem));
     return NGX_DONE;
 }
 

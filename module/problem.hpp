@@ -11,4 +11,9 @@ namespace idem {
 // and problem document, or nginx's error_page for that status.
 ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome);
 
+// The problem document alone (its type under the module's URN), as the
+// response: what send_problem sends when no error_page answers, and the
+// admin endpoint's errors.
+ngx_int_t send_problem_document(ngx_http_request_t* r, ngx_uint_t status, const Problem& problem);
+
 }  // namespace idem
