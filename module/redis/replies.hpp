@@ -6,6 +6,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <charconv>
 #include <cstdint>
 #include <string_view>
 
@@ -58,14 +59,13 @@ inline ClaimReply read_fenced_claim_reply(const redisReply* reply, std::string_v
     }
     for (std::size_t i = 0; i < 2; i++) {
         const redisReply* part = reply->element[i];
-        if (part == nullptr || part->type != REDIS_REPLY_STRING || part->len == 0 || part->len > 12) {
+        if (part == nullptr || part->type != REDIS_REPLY_STRING || part->len > 12) {
             return ClaimReply::unusable;
         }
-        for (std::size_t c = 0; c < part->len; c++) {
-            if (part->str[c] < '0' || part->str[c] > '9') {
-                return ClaimReply::unusable;
-            }
-            parts[i] = parts[i] * 10 + static_cast<std::uint64_t>(part->str[c] - '0');
+        const char* end = part->str + part->len;
+        std::from_chars_result read = std::from_chars(part->str, end, parts[i]);
+        if (read.ec != std::errc() || read.ptr != end) {
+            return ClaimReply::unusable;
         }
     }
     if (parts[1] >= 1000000 || parts[0] == 0) {
