@@ -267,7 +267,7 @@ bool make_claim_record(RequestCtx* ctx) noexcept
                   static_cast<std::uint32_t>(ngx_pid),
                   static_cast<std::uint64_t>(tp->sec) * 1000 + tp->msec,
                   static_cast<std::uint32_t>(ngx_min(ctx->conf->lock_ttl, NGX_MAX_UINT32_VALUE))};
-    char token[token_unique_length + 18 + max_holder_host];
+    char token[max_claim_token];
     std::string_view token_view{token, encode_claim_token(unique, holder, token)};
     size_t size = claim_size(token_view);
     ctx->claim.record.data = static_cast<u_char*>(ngx_pnalloc(r->pool, size));

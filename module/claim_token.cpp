@@ -8,7 +8,6 @@ namespace idem {
 namespace {
 
 constexpr char holder_mark = 'H';
-constexpr std::size_t holder_fixed = 1 + 4 + 8 + 4 + 1;
 
 template <typename T>
 char* put(char* out, T value) noexcept

@@ -19,6 +19,8 @@ namespace idem {
 
 constexpr std::size_t token_unique_length = 16;
 constexpr std::size_t max_holder_host = 64;  // a longer host name is cut to this
+constexpr std::size_t holder_fixed = 1 + 4 + 8 + 4 + 1;  // 'H', pid, claimed_at_ms, lock_ttl_ms, host_len
+constexpr std::size_t max_claim_token = token_unique_length + holder_fixed + max_holder_host;
 
 struct Holder {
     std::string_view host;
