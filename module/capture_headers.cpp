@@ -18,7 +18,7 @@ bool is_fresh_per_response(const ngx_str_t& name, const ngx_str_t& replayed)
         ngx_string("connection"),     ngx_string("keep-alive"),        ngx_string("transfer-encoding"),
         ngx_string("te"),             ngx_string("trailer"),           ngx_string("upgrade"),
         ngx_string("proxy-connection"), ngx_string("date"),            ngx_string("server"),
-        ngx_string("content-length"), ngx_string("idempotent-replayed"),
+        ngx_string("content-length"),
     };
     for (const auto& n : names) {
         if (name.len == n.len && ngx_strncasecmp(name.data, n.data, n.len) == 0) {

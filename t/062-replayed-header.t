@@ -165,6 +165,12 @@ my $replay = main::raw_post($uri, 'rh-7');
 Test::More::like($replay, qr/^X-Idempotency-Status: replayed\r$/m, 'TEST 7: the retry is replayed');
 my @marks = $replay =~ /^X-Replay: (.*?)\r$/mg;
 Test::More::is("@marks", 'true', 'TEST 7: ... with the one mark the module adds');
+# a header that is only the default marker's name is the upstream's like any other
+my $other = main::raw_post('/rh/7b?header=Idempotent-Replayed:upstream-said', 'rh-7b');
+my $again = main::raw_post('/rh/7b?header=Idempotent-Replayed:upstream-said', 'rh-7b');
+Test::More::like($again, qr/^X-Replay: true\r$/m, 'TEST 7: another marker name: the retry is marked with it');
+Test::More::like($again, qr/^Idempotent-Replayed: upstream-said\r$/m,
+                 'TEST 7: ... and carries the upstream\'s Idempotent-Replayed as the original\'s client got it');
 --- request
 GET /rh/7
 --- error_code: 201
