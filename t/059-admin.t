@@ -366,4 +366,4 @@ GET /_health
 location /_admin { idempotency_admin; }
 --- must_die
 --- error_log
-"idempotency_admin" needs a store: "idempotency_redis"
+"idempotency_admin" needs a store:
