@@ -57,12 +57,14 @@ sub after_release {
 # once): every fence is larger than the one before.
 sub in_succession {
     my $from = time;
-    my @fences;
+    my (@fences, @answers);
     for my $i (1 .. 12) {
         my $res = post('/f/4?status=503&echo=X-Fence', 'fence-4');
         push @fences, $res->{headers}{'x-echo-x-fence'} // 0;
+        push @answers, "$res->{status}:" . ($res->{headers}{'x-idempotency-status'} // '-');
     }
     my @grow = grep { $fences[$_] > $fences[$_ - 1] } 1 .. $#fences;
+    Test::More::is("@answers", join(' ', ('503:released') x 12), 'each claim after a release executes');
     Test::More::is(scalar @grow, $#fences, "each of 12 claims has a larger fence than the one before: @fences");
     Test::More::ok($fences[0] >= int(($from - 2) * 1e6), 'the first is a clock reading');
 }

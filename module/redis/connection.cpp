@@ -137,6 +137,31 @@ void Connection::on_flush(ngx_event_t* ev)
     }
 }
 
+void Connection::send_queued() noexcept
+{
+    // The connections with commands waiting are those whose flush event is
+    // posted; a flush only appends to the posted queue (a failure's event),
+    // so the walk goes on from the next one.
+    ngx_queue_t* q = ngx_queue_head(&ngx_posted_events);
+    while (q != ngx_queue_sentinel(&ngx_posted_events)) {
+        ngx_event_t* ev = ngx_queue_data(q, ngx_event_t, queue);
+        q = ngx_queue_next(q);
+        if (ev->handler != on_flush) {
+            continue;
+        }
+        ngx_delete_posted_event(ev);
+        auto* self = static_cast<Connection*>(ev->data);
+        if (self->state_ == State::up) {
+            self->dispatching_++;
+            self->flush();
+            self->dispatching_--;
+            if (self->deferred_failure_ != nullptr && !self->failure_event_.posted) {
+                ngx_post_event(&self->failure_event_, &ngx_posted_events);
+            }
+        }
+    }
+}
+
 void Connection::on_deferred_failure(ngx_event_t* ev)
 {
     auto* self = static_cast<Connection*>(ev->data);

@@ -77,6 +77,14 @@ public:
     bool command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
                  void* data, bool queue_while_down = false, Late late = {}) noexcept;
 
+    // Sends now, on every connection of this worker, what was queued to
+    // leave at the end of this turn of the event loop. A store or release
+    // leaves this way before the response that settles the key goes on to
+    // the client: a retry sent once the response arrived reaches Redis
+    // after it (docs/design.md#settled-before-answered). No reply handler
+    // runs inside: a failure found here is handled from a posted event.
+    static void send_queued() noexcept;
+
     // How long a reply may keep us waiting before the connection is
     // considered dead; the shortest idempotency_redis_timeout of its users.
     void set_timeout(ngx_msec_t timeout) noexcept;

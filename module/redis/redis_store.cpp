@@ -101,12 +101,14 @@ public:
                   std::uint64_t lock_ttl_ms, Lease* lease) noexcept override
     {
         calls_.store(key, claim, std::move(record), ttl_ms, lock_ttl_or_longest(lock_ttl_ms), lease);
+        Connection::send_queued();  // before the response's end goes on to the client
     }
 
     void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override
     {
         std::string_view args[] = {key, claim};
         calls_.call(release_script, Role::release, args, 2, lock_ttl_or_longest(lock_ttl_ms));
+        Connection::send_queued();  // before the answer that released it goes on to the client
     }
 
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Lease* lease) noexcept override
