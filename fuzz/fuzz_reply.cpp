@@ -29,6 +29,7 @@
 
 #include "fuzz_common.hpp"
 #include "redis/hiredis_api.hpp"
+#include "compression.hpp"
 #include "decide.hpp"
 #include "record.hpp"
 #include "redis/replies.hpp"
@@ -52,6 +53,15 @@ Outcome expected_outcome(const redisReply* reply)
     idem::RecordFlaw flaw = idem::RecordFlaw::none;
     const std::optional<Record> stored =
         idem::decode_record(std::string_view(reply->str, reply->len), &flaw);
+    if (flaw == idem::RecordFlaw::compressed) {
+        // decided before it is opened: its fingerprint, else opened later (unverifiable until then)
+        idem::RecordFlaw head_flaw = idem::RecordFlaw::none;
+        const auto head = idem::compressed_head(std::string_view(reply->str, reply->len), &head_flaw);
+        if (!head) {
+            return head_flaw == idem::RecordFlaw::none ? Outcome::unavailable : Outcome::unverifiable;
+        }
+        return head->fingerprint != fuzz::fixed_digest() ? Outcome::mismatch : Outcome::unverifiable;
+    }
     if (flaw != idem::RecordFlaw::none) {
         return Outcome::unverifiable;  // a response that must not be sent again
     }
@@ -125,7 +135,10 @@ void check_reply(const redisReply* reply)
     FUZZ_CHECK(d == expected_outcome(reply));
     idem::RecordFlaw flaw = idem::RecordFlaw::none;
     const bool refused = reply->type == REDIS_REPLY_STRING && !idem::decode_record(found, &flaw);
-    FUZZ_CHECK((why == idem::Unusable::not_a_record) == (refused && flaw == idem::RecordFlaw::none));
+    idem::RecordFlaw head_flaw = idem::RecordFlaw::none;
+    const bool bad_head = flaw == idem::RecordFlaw::compressed && !idem::compressed_head(found, &head_flaw)
+                          && head_flaw == idem::RecordFlaw::none;
+    FUZZ_CHECK((why == idem::Unusable::not_a_record) == (refused && (flaw == idem::RecordFlaw::none || bad_head)));
     if (d != Outcome::replayed) {
         return;
     }

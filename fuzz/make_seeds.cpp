@@ -3,7 +3,7 @@
 // The seeds are committed (fuzz/corpus/); rerun this only to change them:
 //
 //   g++ -std=c++17 -Imodule -Ifuzz -o build/make_seeds fuzz/make_seeds.cpp
-//       module/record.cpp module/live_log.cpp module/fingerprint.cpp -lcrypto
+//       module/record.cpp module/compression.cpp module/live_log.cpp module/fingerprint.cpp -lzstd -lcrypto
 //       (one line)
 //   build/make_seeds fuzz/corpus
 //
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
+#include "compression.hpp"
 #include "live_log.hpp"
 #include "record.hpp"
 
@@ -180,6 +181,25 @@ void record_seeds()
     std::string count = response(fp, 200, {{"A", "b"}}, "");
     count[3 + 1 + 1 + 32 + 2 + 1] = 2;  // header_count 2, one header there
     seed(t, "bad_header_count", count);
+
+    // compressed records (version 3): a JSON list, a response with extras
+    idem::RecordCompressor compressor(idem::record_compression_level);
+    std::string list = "[";
+    for (int i = 0; list.size() < 3000; ++i) {
+        list += "{\"id\":\"pi_" + std::to_string(i * 7919 % 10007) + "\",\"status\":\"succeeded\"},";
+    }
+    for (const auto& [name, plain] :
+         {std::pair<const char*, std::string>{"compressed_list", response(fp, 200, typical, list)},
+          {"compressed_trailers", response(fp, 200, {{"Content-Type", "application/grpc"}}, list, idem::expect_trailers,
+                                           {{"grpc-status", "0"}})}}) {
+        std::string packed(idem::RecordCompressor::bound(plain.size()), '\0');
+        packed.resize(compressor.compress(plain, packed.data()));
+        if (packed.empty()) {
+            std::fprintf(stderr, "%s did not compress\n", name);
+            std::exit(1);
+        }
+        seed(t, name, packed);
+    }
 }
 
 void reply_seeds()

@@ -12,12 +12,14 @@
 #include "admin.hpp"
 
 #include "access.hpp"
+#include "compression.hpp"
 #include "conf.hpp"
 #include "conf_util.hpp"
 #include "inspect.hpp"
 #include "key.hpp"
 #include "key_space.hpp"
 #include "problem.hpp"
+#include "seal.hpp"
 #include "send.hpp"
 #include "store_factory.hpp"
 
@@ -151,6 +153,18 @@ void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
     finish(ctx, rc);
 }
 
+// A compressed record opened, to tell its response (never a sealed one:
+// nothing is decrypted here); nullopt when it does not open.
+std::optional<std::string_view> opened(ngx_http_request_t* r, const LocConf* conf, std::optional<std::string_view> value)
+{
+    std::optional<CompressedHead> head = value && !is_sealed(*value) ? compressed_head(*value) : std::nullopt;
+    if (!head || head->plain_size > max_plain_record(conf->max_response_size)) {
+        return std::nullopt;
+    }
+    auto* out = static_cast<char*>(ngx_pnalloc(r->pool, head->plain_size));
+    return out != nullptr ? worker_inflater().inflate(*value, *head, out) : std::nullopt;
+}
+
 bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::int64_t ttl_ms)
 {
     ngx_http_request_t* r = ctx->request;
@@ -163,6 +177,7 @@ bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::
     facts.ttl_conf_ms = ctx->conf->ttl;
     facts.wait_ms = ctx->conf->wait;
     facts.sealing = ctx->conf->seal_keys != nullptr;
+    facts.opened = opened(r, ctx->conf, value);
     size_t room = inspection_room(ctx->store_name.len);
     auto* json = static_cast<u_char*>(ngx_pnalloc(r->pool, room));
     if (json == nullptr) {

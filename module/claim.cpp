@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "claim_token.hpp"
+#include "compression.hpp"
 #include "feed.hpp"
 #include "key_space.hpp"
 #include "lease.hpp"
@@ -288,7 +289,8 @@ void claim_key(RequestCtx* ctx) noexcept
     if (ctx->claim.store != nullptr) {
         ngx_array_t* keys = conf->seal_keys;
         ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
-                           keys ? keys->nelts : 0, conf->fence};
+                           keys ? keys->nelts : 0, conf->fence,
+                       max_plain_record(conf->max_response_size)};
         // the lease a grant of this attempt will have (used once the claim is ours)
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
         ctx->claim.pending =
@@ -355,6 +357,32 @@ void claim_release(RequestCtx* ctx, const char* why) noexcept
     wake_waiters(ctx);
 }
 
+namespace {
+
+// With idempotency_compress, a response record compressed when that pays
+// (compression.hpp), before it is sealed; else the record as it was.
+RecordBytes compressed(RecordBytes record, ngx_log_t* log) noexcept
+{
+    static RecordCompressor compressor(record_compression_level);  // the worker's, kept from one record to the next
+    std::string_view plain = record.view();
+    if (plain.size() < min_compressed_plain) {
+        return record;
+    }
+    auto* out = static_cast<char*>(ngx_alloc(RecordCompressor::bound(plain.size()), log));
+    std::size_t size = out != nullptr ? compressor.compress(plain, out) : 0;
+    if (size == 0) {
+        ngx_free(out);
+        return record;
+    }
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: the record compressed from %uz to %uz bytes",
+                   plain.size(), size);
+    count(Counter::compressed_records);
+    count(Counter::compression_saved_bytes, plain.size() - size);
+    return RecordBytes::owned(out, {out, size});  // the plain record freed with `record`
+}
+
+}  // namespace
+
 // With idempotency_encrypt_key, what goes to the store is the record sealed
 // under the first key and bound to its store key. The sealed copy is
 // ngx_alloc'd, not from r->pool: a response that never completed is settled
@@ -365,7 +393,7 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
 {
     ngx_array_t* keys = ctx->conf->seal_keys;
     ngx_log_t* log = ctx->request->connection->log;
-    RecordBytes value = std::move(record);
+    RecordBytes value = ctx->conf->compress ? compressed(std::move(record), log) : std::move(record);
     char marker[unreplayable_size];
     if (keys != nullptr) {
         std::string_view plain = value.view();

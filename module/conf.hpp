@@ -83,6 +83,7 @@ struct LocConf {
     ngx_str_t key_prefix;
     size_t max_response_size;
     ngx_flag_t store_errors;
+    ngx_flag_t compress;  // idempotency_compress: responses kept compressed (compression.hpp)
     const ReleaseStatuses* release_statuses;  // idempotency_release_statuses
     ngx_flag_t fail_open;
     ngx_str_t upstream_control;           // idempotency_upstream_control: the upstream's response header; empty: off

@@ -1,7 +1,28 @@
 // decide.cpp — see decide.hpp.
 #include "decide.hpp"
 
+#include "compression.hpp"
+
 namespace idem {
+namespace {
+
+// A compressed record, before it is opened: its fingerprint and form.
+Outcome decide_compressed(std::string_view value, const Digest& fingerprint, Unusable& why) noexcept
+{
+    RecordFlaw flaw = RecordFlaw::none;
+    std::optional<CompressedHead> head = compressed_head(value, &flaw);
+    if (!head) {
+        why = flaw == RecordFlaw::newer_version ? Unusable::newer_version : Unusable::not_a_record;
+        return flaw == RecordFlaw::newer_version ? Outcome::unverifiable : Outcome::unavailable;
+    }
+    if (head->fingerprint != fingerprint) {
+        return Outcome::mismatch;
+    }
+    why = Unusable::compressed;
+    return Outcome::unverifiable;
+}
+
+}  // namespace
 
 Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record& record, Unusable& why) noexcept
 {
@@ -14,6 +35,7 @@ Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record&
     case RecordFlaw::header_name: why = Unusable::bad_header_name; return Outcome::unverifiable;
     case RecordFlaw::header_value: why = Unusable::bad_header_value; return Outcome::unverifiable;
     case RecordFlaw::newer_version: why = Unusable::newer_version; return Outcome::unverifiable;
+    case RecordFlaw::compressed: return decide_compressed(value, fingerprint, why);
     }
     if (!stored) {
         why = Unusable::not_a_record;
@@ -50,6 +72,9 @@ const char* unusable_reason(Unusable why) noexcept
     case Unusable::bad_header_name: return "its response has a header name that is not an HTTP token, and is never replayed";
     case Unusable::bad_header_value: return "its response has a header value with CR, LF or NUL, and is never replayed";
     case Unusable::newer_version: return "it is a record of a later release's layout, which this one does not read";
+    case Unusable::compressed: return "it is compressed, and was not opened";
+    case Unusable::broken_frame: return "its compressed form does not open (altered or cut short)";
+    case Unusable::too_large: return "it opens into more than idempotency_max_response_size allows here";
     }
     return "";
 }
@@ -72,6 +97,27 @@ Outcome decide_at_rest(std::string_view key, std::string_view& value, const Secr
         return Outcome::unverifiable;
     }
     value = {out, length};
+    return decide_stored(value, fingerprint, record, why);
+}
+
+Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, std::size_t max_plain, char* out,
+                        const Digest& fingerprint, Record& record, Unusable& why) noexcept
+{
+    std::optional<CompressedHead> head = compressed_head(value);
+    if (!head) {
+        why = Unusable::not_a_record;
+        return Outcome::unavailable;
+    }
+    if (head->plain_size > max_plain) {
+        why = Unusable::too_large;
+        return Outcome::unverifiable;
+    }
+    std::optional<std::string_view> plain = inflater.inflate(value, *head, out);
+    if (!plain) {
+        why = Unusable::broken_frame;
+        return Outcome::unverifiable;
+    }
+    value = *plain;  // of version 1 or 2 (compressed_head checked): decided as it stands
     return decide_stored(value, fingerprint, record, why);
 }
 

@@ -11,14 +11,21 @@
 namespace idem {
 
 // Why a value found under a key cannot be used.
-enum class Unusable { no, not_a_record, plain, no_keys, unknown_key, altered, bad_status, bad_header_name, bad_header_value, newer_version };
+// `compressed` is not a flaw but a step: the record is to be opened
+// (decide_inflated) before it is decided.
+enum class Unusable {
+    no, not_a_record, plain, no_keys, unknown_key, altered, bad_status, bad_header_name, bad_header_value,
+    newer_version, compressed, broken_frame, too_large
+};
 const char* unusable_reason(Unusable why) noexcept;
 
 // `value` is what the key holds: replayed (then `record` is the stored
 // response, its views into `value`), conflict (the original is in flight),
 // mismatch, unreplayable, or unavailable when it is not a record of ours;
 // unverifiable when it is a response that must not be sent again (a status
-// or header no response of ours has: written to Redis by someone else).
+// or header no response of ours has: written to Redis by someone else). A
+// compressed response of the request's fingerprint is unverifiable with
+// `why` Unusable::compressed until it is opened (decide_inflated).
 Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record& record, Unusable& why) noexcept;
 
 // The same with encryption at rest: with `keys`, every record but a plain
@@ -27,5 +34,14 @@ Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record&
 // opened into `out` (room for value.size()) and `value` then views it.
 Outcome decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys, std::size_t key_count,
                        const Digest& fingerprint, char* out, Record& record, Unusable& why) noexcept;
+
+// A compressed record (decide_stored's Unusable::compressed), opened into
+// `out` (room for compressed_head(value)->plain_size, at most
+// `max_plain`), then decided: `value` views the plain record. One that does
+// not open, or would open into more than `max_plain` bytes, is
+// unverifiable: never replayed as something else, never executed again.
+class RecordInflater;
+Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, std::size_t max_plain, char* out,
+                        const Digest& fingerprint, Record& record, Unusable& why) noexcept;
 
 }  // namespace idem

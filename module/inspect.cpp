@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "claim_token.hpp"
+#include "compression.hpp"
 #include "fingerprint.hpp"
 #include "record.hpp"
 #include "seal.hpp"
@@ -189,7 +190,8 @@ void next_request(Json& j, KeyState state, const Record* record, bool sealed, co
     case KeyState::unusable:
         len = std::snprintf(text, sizeof text,
                             "410 response-unverifiable: the record holds a response this release does not "
-                            "replay (a status or header no gateway stores, or a later release's layout)");
+                            "replay (a status or header no gateway stores, a later release's layout, or a "
+                            "compressed record that does not open)");
         break;
     case KeyState::foreign:
         len = std::snprintf(text, sizeof text, "503: the value is not a record of this module");
@@ -223,6 +225,12 @@ KeyState key_state(std::optional<std::string_view> value) noexcept
     }
     RecordFlaw flaw = RecordFlaw::none;
     std::optional<Record> record = decode_record(*value, &flaw);
+    if (flaw == RecordFlaw::compressed) {
+        if (compressed_head(*value, &flaw)) {
+            return KeyState::stored;
+        }
+        return flaw != RecordFlaw::none ? KeyState::unusable : KeyState::foreign;
+    }
     if (!record) {
         return flaw != RecordFlaw::none ? KeyState::unusable : KeyState::foreign;
     }
@@ -239,7 +247,14 @@ std::size_t inspection_json(std::optional<std::string_view> value, const Inspect
 {
     KeyState state = key_state(value);
     bool sealed = value && is_sealed(*value);
-    std::optional<Record> record = value && !sealed ? decode_record(*value) : std::nullopt;
+    std::optional<CompressedHead> compressed = value && !sealed ? compressed_head(*value) : std::nullopt;
+    std::optional<Record> record;
+    if (compressed) {
+        record = facts.opened ? decode_record(*facts.opened) : std::nullopt;
+        state = record ? state : KeyState::unusable;
+    } else if (value && !sealed) {
+        record = decode_record(*value);
+    }
 
     Json j(out, room);
     j.open();
@@ -249,6 +264,12 @@ std::size_t inspection_json(std::optional<std::string_view> value, const Inspect
     if (value) {
         j.field("encrypted").boolean(sealed);
         j.field("record_bytes").number(static_cast<std::int64_t>(value->size()));
+        if (!sealed) {  // a sealed record may be compressed inside: not told
+            j.field("compressed").boolean(compressed.has_value());
+        }
+        if (compressed) {
+            j.field("plain_bytes").number(static_cast<std::int64_t>(compressed->plain_size));
+        }
         if (facts.ttl_ms >= 0) {
             j.field("expires_at").time(facts.now_ms + static_cast<std::uint64_t>(facts.ttl_ms));
             j.field("ttl_ms").number(facts.ttl_ms);

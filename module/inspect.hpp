@@ -32,9 +32,14 @@ struct InspectFacts {
     std::uint64_t ttl_conf_ms = 0;   // idempotency_ttl where the inspection is made
     std::uint64_t wait_ms = 0;       // idempotency_wait there
     bool sealing = false;            // idempotency_encrypt_key there
+    // A compressed value (compression.hpp), opened by the caller: the plain
+    // record it opened into; nullopt when it did not open (then it is
+    // unusable: 410).
+    std::optional<std::string_view> opened;
 };
 
-// The state of a value (nullopt: absent).
+// The state of a value (nullopt: absent); a compressed response is stored
+// until it turns out not to open.
 KeyState key_state(std::optional<std::string_view> value) noexcept;
 
 // Writes the inspection of `value` (nullopt: absent) as a JSON object to

@@ -47,6 +47,10 @@ constexpr SimpleCounter simple_counters[] = {
      "Duplicates whose idempotency_wait ran out with the original still in flight: answered 409."},
     {Counter::stored_responses, "idempotency_stored_responses_total", "Records handed to the store for storing (responses and markers)."},
     {Counter::stored_bytes, "idempotency_stored_bytes_total", "Bytes of the records handed to the store for storing."},
+    {Counter::compressed_records, "idempotency_compressed_records_total",
+     "Response records handed to the store compressed (idempotency_compress)."},
+    {Counter::compression_saved_bytes, "idempotency_compression_saved_bytes_total",
+     "Bytes compression took off the response records handed to the store."},
 };
 
 constexpr std::string_view zone_name = "idempotency_metrics";

@@ -21,6 +21,7 @@ enum class Counter : unsigned {
     redis_tls_failures,  // TLS handshakes or certificate checks that failed
     live_logs_given_up,  // live logs whose appends failed (feed.cpp)
     wait_timeouts,  // duplicates whose idempotency_wait ran out with the original in flight (wait.cpp)
+    compressed_records, compression_saved_bytes,  // records kept compressed, and the bytes that saved (compression.hpp)
     count_,
 };
 

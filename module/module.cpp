@@ -68,6 +68,7 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_key_prefix"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, key_prefix)),
     directive(ngx_string("idempotency_max_response_size"), NGX_CONF_TAKE1, ngx_conf_set_size_slot, offsetof(LocConf, max_response_size)),
     directive(ngx_string("idempotency_store_errors"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, store_errors)),
+    directive(ngx_string("idempotency_compress"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, compress)),
     directive(ngx_string("idempotency_release_statuses"), NGX_CONF_1MORE, set_release_statuses),
     directive(ngx_string("idempotency_upstream_control"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, upstream_control)),
     directive(ngx_string("idempotency_replayed_header"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, replayed_header)),
@@ -231,6 +232,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->seal_keys = static_cast<ngx_array_t*>(NGX_CONF_UNSET_PTR);
     conf->max_response_size = NGX_CONF_UNSET_SIZE;
     conf->store_errors = NGX_CONF_UNSET;
+    conf->compress = NGX_CONF_UNSET;
     conf->release_statuses = static_cast<const ReleaseStatuses*>(NGX_CONF_UNSET_PTR);
     conf->fail_open = NGX_CONF_UNSET;
     return conf;
@@ -270,6 +272,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
     ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);
+    ngx_conf_merge_value(conf->compress, prev->compress, 1);
     static constexpr ReleaseStatuses not_executed = ReleaseStatuses::of({401, 403, 408, 425, 429});
     ngx_conf_merge_ptr_value(conf->release_statuses, prev->release_statuses, &not_executed);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);

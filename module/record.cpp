@@ -224,7 +224,8 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
     }
     if (version > record_version_extras) {
         if (flaw != nullptr) {
-            *flaw = RecordFlaw::newer_version;
+            // version 3: compressed (compression.hpp), read once opened
+            *flaw = version == 3 ? RecordFlaw::compressed : RecordFlaw::newer_version;
         }
         return std::nullopt;
     }

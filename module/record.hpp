@@ -14,6 +14,7 @@
 //   unreplayable: status(2)
 // Version 2 adds the bracketed parts to a response; a response without
 // flags or trailers is written as version 1, which every release reads.
+// Version 3 is a response of version 1 or 2 compressed (compression.hpp).
 // Anything else — wrong magic or version, unknown flags, truncated,
 // trailing bytes — is refused by decode_record; a version above this
 // release's is told apart (RecordFlaw::newer_version): a later release's
@@ -42,6 +43,13 @@ constexpr std::uint8_t record_version_extras = 2;    // a response with flags or
 constexpr std::size_t max_record_headers = 100;
 constexpr std::size_t max_record_header_bytes = 64 * 1024;
 constexpr std::size_t max_token_length = 255;
+
+// The largest record a response of up to `max_body` bytes of body can
+// make: what a compressed record may open into (compression.hpp).
+constexpr std::size_t max_plain_record(std::size_t max_body) noexcept
+{
+    return max_body + 4 * max_record_header_bytes;
+}
 
 enum class RecordKind : std::uint8_t { claim = 1, response = 2, unreplayable = 3 };
 
@@ -87,7 +95,9 @@ struct Record {
 // magic, then a version above this release's): a later release keeps its
 // claims in a version every release reads, so such a record is a stored
 // answer this release cannot read, never one to execute again for.
-enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value, newer_version };
+// A compressed record (version 3, compression.hpp) is not decoded as it
+// stands: it is opened first (RecordFlaw::compressed).
+enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value, newer_version, compressed };
 
 // `flaw`, when given, tells a refused response record from bytes that are
 // not a record at all (RecordFlaw::none).

@@ -2,9 +2,16 @@
 
 #include "store.hpp"
 
+#include "compression.hpp"
 #include "decide.hpp"
 
 namespace idem {
+
+RecordInflater& worker_inflater() noexcept
+{
+    static RecordInflater inflater;
+    return inflater;
+}
 
 void ClaimWaiter::answer(Outcome outcome) const noexcept
 {
@@ -34,6 +41,24 @@ void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_
     Record record;
     Unusable why = Unusable::no;
     Outcome outcome = decide_at_rest(key, value, keys, key_count, fingerprint, room, record, why);
+    if (why == Unusable::compressed) {
+        // opened into a block of its own, which the request may keep; the
+        // sealed form's room (if any) is freed with `opened`
+        std::optional<CompressedHead> head = compressed_head(value);
+        std::size_t size = head && head->plain_size <= max_plain ? head->plain_size : 0;
+        char* plain = size != 0 ? static_cast<char*>(ngx_alloc(size, log)) : nullptr;
+        if (size != 0 && plain == nullptr) {
+            answer(Outcome::unavailable);
+            return;
+        }
+        outcome = decide_inflated(value, worker_inflater(), max_plain, plain, fingerprint, record, why);
+        if (plain != nullptr && value.data() == plain) {
+            opened = RecordBytes::owned(plain, {});
+            room = plain;
+        } else {
+            ngx_free(plain);  // not opened: `value` still views what was found
+        }
+    }
     if (why == Unusable::not_a_record) {
         ngx_log_error(NGX_LOG_ERR, log, 0, "idempotency: the value under \"%*s\" is not a record of this module",
                       key.size(), key.data());

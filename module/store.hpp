@@ -78,6 +78,11 @@ struct PeekOp {
     OwnedArgs<2> args;      // the key, a purge's expected value
 };
 
+// The worker's zstd context for opening compressed records
+// (compression.hpp), kept from one record to the next.
+class RecordInflater;
+RecordInflater& worker_inflater() noexcept;
+
 // Who waits for a claim, and how to judge the record it finds; every store
 // keeps one with each claim in flight.
 struct ClaimWaiter {
@@ -87,6 +92,7 @@ struct ClaimWaiter {
     const SecretKey* keys;   // idempotency_encrypt_key, to open sealed records
     std::size_t key_count;
     bool fence;              // a granted claim draws its fence (docs/design.md#the-fence)
+    std::size_t max_plain;   // the largest record a compressed one may open into (max_plain_record)
 
     void answer(Outcome outcome) const noexcept;
     void granted(std::uint64_t fence) const noexcept;

@@ -60,7 +60,7 @@ security_mirror=${security_mirror:-${mirror%/debian}/debian-security}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 suffix=${DEB_SUFFIX:-+deb13}
 pkg=libnginx-mod-http-idempotency
-build_deps=(build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libssl-dev)
+build_deps=(build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libzstd-dev libssl-dev)
 check_deps=(redis-server curl)  # the check that the installed module answers requests
 
 out=${1:-build/deb-trixie}

@@ -22,6 +22,9 @@
 #   size=N         body of exactly N bytes of the pattern a-zA-Z0-9\n repeated
 #                  (text/plain) instead of the JSON body
 #   binary=1       body of the byte values 0..255 repeated, `size` bytes long
+#   kind=K         a body that compresses as real ones do (scripts/Bodies.pm):
+#                  ack, payment, list, document, transcript or noise, of
+#                  `size` bytes when given, with its content type
 #                  (default 256) (application/octet-stream)
 #   chunked=1      Transfer-Encoding: chunked, body sent in up to 4 chunks
 #   cookies=N      N headers "Set-Cookie: c<i>=v<i>", i = 1..N, in order
@@ -57,6 +60,9 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib $FindBin::Bin;
+use Bodies;
 use Digest::SHA qw(sha256_hex);
 use Errno qw(EINTR EAGAIN);
 use Fcntl qw(:flock O_RDWR O_CREAT O_RDONLY);
@@ -324,6 +330,9 @@ sub parse_params {
         } elsif ($k eq 'gate') {
             die "bad request: $k\n" unless $v =~ /^[A-Za-z0-9_-]{1,64}$/;
             $p{$k} = $v;
+        } elsif ($k eq 'kind') {
+            die "bad request: kind\n" unless grep { $_ eq $v } Bodies::kinds();
+            $p{$k} = $v;
         } elsif ($k eq 'binary' || $k eq 'chunked' || $k eq 'reset') {
             $p{$k} = ($v eq '' || $v eq '1' || lc $v eq 'true') ? 1 : 0;
         } elsif ($k eq 'echo') {
@@ -535,7 +544,9 @@ sub handle {
 
     # Body and its type.
     my ($body, $type);
-    if ($p->{binary}) {
+    if ($p->{kind}) {
+        ($body, $type) = Bodies::body($p->{kind}, $p->{size});
+    } elsif ($p->{binary}) {
         my $len = $p->{size} // 256;
         my $block = join '', map { chr } 0 .. 255;
         $body = substr($block x (int($len / 256) + 1), 0, $len);

@@ -124,6 +124,8 @@ exited on signal 9
 
 === TEST 3: a zone with no room for a response keeps the unreplayable marker: 410, never a second execution
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_zone zone=tiny:32k;
 --- config eval
 main::idem_location('idempotency_store zone=tiny')
@@ -156,6 +158,8 @@ qr/\[error\] .*idempotency: zone "tiny" is full: the response to "idem:[0-9a-f]{
 
 === TEST 5: a zone with no room for a claim: 503, or forwarded under idempotency_fail_open; live records stay
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_zone zone=tiny:32k;
 --- config eval
 main::location_conf('/fill/', 'idempotency on', 'idempotency_store zone=tiny',

@@ -132,6 +132,8 @@ __DATA__
 
 === TEST 1: Redis out of memory for a large response: retries get 409 past idempotency_lock_ttl, then the replay; one execution, logged once
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config eval
 main::idem_location('idempotency_lock_ttl 1s', 'idempotency_max_response_size 4m')
@@ -339,6 +341,8 @@ gave up trying to release the key
 
 === TEST 8: a worker that exits with a response still to store logs it, and touches nothing it freed
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config eval
 main::location_conf('/', 'idempotency on', 'idempotency_lock_ttl 1s',

@@ -36,6 +36,8 @@ __DATA__
 
 === TEST 1: reload while a response waits to be stored: the old worker stays until it lands, then the retry is replayed
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
 location / {
@@ -78,6 +80,8 @@ X-Upstream-Execution: 1
 --- main_config
 worker_shutdown_timeout 1s;
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
 location / {

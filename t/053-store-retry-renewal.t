@@ -56,6 +56,8 @@ __DATA__
 
 === TEST 1: a store that loses its connection on every attempt keeps renewing the claim: 409 past idempotency_lock_ttl, then the replay; one execution
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
 location / {
@@ -81,6 +83,8 @@ X-Upstream-Execution: 1
 
 === TEST 2: the same with Redis's script cache empty and no renewal before the store: the renewals ahead of each attempt still keep the claim
 --- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
 location / {

@@ -107,7 +107,8 @@ sub scenario {
                    join(' ', sort map { "idempotency_$_" }
                         qw(requests_total redis_commands_total redis_errors_total redis_timeouts_total
                            redis_reconnects_total redis_tls_failures_total live_logs_given_up_total
-                           wait_timeouts_total stored_responses_total stored_bytes_total redis_abandoned_total
+                           wait_timeouts_total stored_responses_total stored_bytes_total compressed_records_total
+                           compression_saved_bytes_total redis_abandoned_total
                            redis_stores_out_of_memory_total zone_full_total
                            redis_rtt_seconds_bucket redis_rtt_seconds_sum redis_rtt_seconds_count
                            wait_seconds_bucket wait_seconds_sum wait_seconds_count)),

@@ -68,6 +68,9 @@
 #                             what the module keeps there (on the test Redis,
 #                             or the node at port $at): undef, 'claim',
 #                             'response', 'unreplayable' or 'foreign'
+#   stored_plain_size($redis_key)
+#                             (not exported) the record's size, or the size a
+#                             compressed one opens into
 #   send_request($raw)        writes a raw HTTP request to the nginx under
 #                             test and returns the open socket: the test
 #                             decides when the client reads or goes away
@@ -282,9 +285,22 @@ sub stored_kind {
     my ($rkey, $at) = @_;
     my $value = defined $at ? redis_command_at($at, 'GET', $rkey) : redis_command('GET', $rkey);
     return undef unless defined $value;
-    return 'foreign' unless length($value) >= 5 && substr($value, 0, 4) eq "IDM\x01";
+    # versions 1 and 2 (plain) and 3 (compressed): module/record.hpp
+    return 'foreign' unless length($value) >= 5 && $value =~ /\AIDM[\x01-\x03]/;
     my $kind = ord(substr($value, 4, 1));
     return { 1 => 'claim', 2 => 'response', 3 => 'unreplayable' }->{$kind} || 'foreign';
+}
+
+
+# The size of the plain record stored under $rkey: its length, or for a
+# compressed record (version 3, module/compression.hpp) the size it opens
+# into, as its head states; undef when there is none.
+sub stored_plain_size {
+    my ($rkey) = @_;
+    my $head = redis_command('GETRANGE', $rkey, 0, 44);
+    return undef unless defined $head && length $head;
+    return redis_command('STRLEN', $rkey) unless $head =~ /\AIDM\x03/ && length $head == 45;
+    return 37 + unpack('N', substr($head, 41, 4));
 }
 
 

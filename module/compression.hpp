@@ -1,0 +1,93 @@
+// compression.hpp — compressed response records (record version 3): a
+// response record of version 1 or 2, its bytes after the fingerprint kept
+// as one zstd frame. Pure: knows nothing of nginx or of the stores; the
+// zstd contexts are the caller's to keep (one per worker), reused from
+// record to record.
+//
+// Layout (integers big-endian; docs/design.md#compressed-records):
+//   "IDM" 3 kind(1, response) fingerprint(32) status(2) form(1) ...
+//   form 1, zstd:  plain_version(1) plain_size(4) frame
+// where the frame opens into the plain_size bytes that follow the
+// fingerprint in a record of plain_version (1 or 2), so opening it gives
+// back that record exactly. The status and the fingerprint stay outside
+// the frame: a mismatch, an inspection or a marker needs no inflating. A
+// form this release does not know reads as a later release's record
+// (RecordFlaw::newer_version). The frame carries zstd's checksum of its
+// content: a record altered in the store does not open, it is never
+// replayed as something else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "fingerprint.hpp"
+#include "record.hpp"
+
+namespace idem {
+
+constexpr std::uint8_t record_version_compressed = 3;
+constexpr std::uint8_t compressed_form_zstd = 1;
+// "IDM" version kind fingerprint status form plain_version plain_size
+constexpr std::size_t compressed_prefix_size = 3 + 1 + 1 + 32 + 2 + 1 + 1 + 4;
+
+// What a compressed record says of itself without being opened.
+struct CompressedHead {
+    Digest fingerprint;
+    std::uint16_t status = 0;
+    std::size_t plain_size = 0;  // the whole plain record's size, once opened
+    std::string_view frame;
+};
+
+// The head of a version-3 record; nullopt for anything else (a plain
+// record, bytes that are not a record, a form this release does not know:
+// `flaw` tells the last apart as RecordFlaw::newer_version).
+std::optional<CompressedHead> compressed_head(std::string_view bytes, RecordFlaw* flaw = nullptr) noexcept;
+
+// When a compressed record is kept rather than the plain one: a response
+// record of at least min_plain bytes whose compressed form saves at least
+// a sixteenth of it and min_saving bytes (docs/performance.md#compression).
+constexpr std::size_t min_compressed_plain = 256;
+constexpr std::size_t min_compression_saving = 64;
+// zstd's level for records (docs/performance.md#compression).
+constexpr int record_compression_level = 3;
+
+class RecordCompressor {
+public:
+    explicit RecordCompressor(int level) noexcept : level_(level) {}
+    ~RecordCompressor();
+    RecordCompressor(const RecordCompressor&) = delete;
+    RecordCompressor& operator=(const RecordCompressor&) = delete;
+
+    // Room for compressing a plain record of `plain_size` bytes.
+    static std::size_t bound(std::size_t plain_size) noexcept;
+    // Writes the compressed form of `plain` (a response record of version
+    // 1 or 2) to `out` (room for bound(plain.size())); its size, or 0 when
+    // it is not worth keeping (the rule above), `plain` is not a response
+    // record, or zstd fails (out of memory): the plain record is kept then.
+    std::size_t compress(std::string_view plain, char* out) noexcept;
+
+private:
+    int level_;
+    void* cctx_ = nullptr;  // ZSTD_CCtx, made on first use
+};
+
+class RecordInflater {
+public:
+    RecordInflater() noexcept = default;
+    ~RecordInflater();
+    RecordInflater(const RecordInflater&) = delete;
+    RecordInflater& operator=(const RecordInflater&) = delete;
+
+    // Opens a compressed record into `out` (room for head.plain_size): the
+    // plain record's bytes, or nullopt when the frame does not open into
+    // exactly what the head says (altered, cut short, a checksum that does
+    // not match).
+    std::optional<std::string_view> inflate(std::string_view record, const CompressedHead& head, char* out) noexcept;
+
+private:
+    void* dctx_ = nullptr;  // ZSTD_DCtx, made on first use
+};
+
+}  // namespace idem
