@@ -47,11 +47,12 @@ std::optional<CompressedHead> compressed_head(std::string_view bytes, RecordFlaw
 
 // When a compressed record is kept rather than the plain one: a response
 // record of at least min_plain bytes whose compressed form saves at least
-// a sixteenth of it and min_saving bytes (docs/performance.md#compression).
-constexpr std::size_t min_compressed_plain = 256;
+// a sixteenth of it and min_saving bytes (docs/performance.md#compressed-records).
+constexpr std::size_t min_compressed_plain = 512;
 constexpr std::size_t min_compression_saving = 64;
-// zstd's level for records (docs/performance.md#compression).
-constexpr int record_compression_level = 3;
+// zstd's level for records: 1, as fast as any and as small as level 3 on
+// JSON (docs/performance.md#compressed-records).
+constexpr int record_compression_level = 1;
 
 class RecordCompressor {
 public:

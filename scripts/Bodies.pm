@@ -6,10 +6,11 @@
 #   use Bodies;
 #   my ($body, $content_type) = Bodies::body($kind, $size);
 #
-# Kinds (size: the exact length in bytes, or the kind's own when undef):
-#   ack         a JSON acknowledgement, about 300 B
+# Kinds (size: the exact length in bytes, or the kind's own when undef; a
+# JSON kind is filled out to it by a last field of random characters):
+#   ack         a JSON acknowledgement (a refund), about 330 B
 #   payment     a JSON payment object (ids, amounts, timestamps, a card,
-#               metadata), about 2 KB
+#               metadata, shipping, risk, customer), about 2 KB
 #   list        a JSON list of such objects, 20 KB by default
 #   document    prose-like text (a vocabulary of a few thousand words,
 #               Zipf-like), 256 KB by default
@@ -70,12 +71,16 @@ sub payment {
         . '"payment_method_options":{"card":{"installments":null,"mandate_options":null,"network":null,'
         . '"request_three_d_secure":"automatic"},"link":{"persistent_token":null}},"processing":null,'
         . '"review":null,"setup_future_usage":null,"source":null,"statement_descriptor":null,'
-        . '"statement_descriptor_suffix":null,"transfer_data":null,"transfer_group":null,"status":"%s"}',
+        . '"statement_descriptor_suffix":null,"transfer_data":null,"transfer_group":null,'
+        . '"outcome":{"network_status":"approved_by_network","reason":null,"risk_level":"normal","risk_score":%d,'
+        . '"seller_message":"Payment complete.","type":"authorized"},"customer_details":{"email":"customer%d@example.com",'
+        . '"phone":"+4930%07d","tax_exempt":"none","tax_ids":[],"preferred_locales":["en","de"]},"status":"%s"}',
         $pi, $amount, $amount, $pi, id($r, '', 24), $created, $cur[$r->(3)], id($r, 'cus_', 14),
         10_000 + $r->(90_000), id($r, 'ch_', 24), $r->(1_000_000), $r->(10_000),
         (qw(web ios android))[$r->(3)], id($r, 'pm_', 24), $brand[$r->(3)], $r->(10_000), 1 + $r->(12),
         2026 + $r->(6), id($r, '', 16), (qw(DE FR US GB NL))[$r->(5)], $r->(100_000), $i, 1 + $r->(999),
-        $r->(100_000), (qw(DE FR US GB NL))[$r->(5)], id($r, 'pmc_', 24), $status[$r->(6)];
+        $r->(100_000), (qw(DE FR US GB NL))[$r->(5)], id($r, 'pmc_', 24), $r->(100), $r->(100_000),
+        $r->(10_000_000), $status[$r->(6)];
 }
 
 my @words;
@@ -105,6 +110,17 @@ sub fit {
     return $text . ($pad x ($size - length $text));
 }
 
+# A JSON object of exactly $size bytes: $json (an object) with a last
+# field of random base62 characters filling it out (the way a cursor or a
+# token would), or cut when it is longer.
+sub fit_json {
+    my ($r, $json, $size) = @_;
+    my $room = $size - length($json) - length(',"next_page":""');
+    return fit($json, $size, ' ') if $room < 0;
+    my $cursor = join '', map { $b62[$r->(62)] } 1 .. $room;
+    return substr($json, 0, -1) . ',"next_page":"' . $cursor . '"}';
+}
+
 sub body {
     my ($kind, $size) = @_;
     die "unknown body kind '$kind'\n" unless $type{$kind};
@@ -117,10 +133,10 @@ sub body {
             . '"reason":"requested_by_customer","receipt_number":null,"status":"pending"}',
             id($r, 're_', 24), 100 + $r->(9900), id($r, 'txn_', 24), id($r, 'ch_', 24),
             1_730_000_000 + $r->(20_000_000), id($r, 'pi_', 24);
-        $text = fit($text, $size, ' ') if defined $size;
+        $text = fit_json($r, $text, $size) if defined $size;
     } elsif ($kind eq 'payment') {
         $text = payment($r, 1);
-        $text = fit($text, $size, ' ') if defined $size;
+        $text = fit_json($r, $text, $size) if defined $size;
     } elsif ($kind eq 'list') {
         my @items;
         my $len = 40;
@@ -129,7 +145,7 @@ sub body {
             $len += length($items[-1]) + 1;
         }
         pop @items if @items > 1 && $len > $size;
-        $text = fit('{"object":"list","has_more":true,"data":[' . join(',', @items) . ']}', $size, ' ');
+        $text = fit_json($r, '{"object":"list","has_more":true,"data":[' . join(',', @items) . ']}', $size);
     } elsif ($kind eq 'document') {
         my @parts;
         my $len = 0;

@@ -96,7 +96,7 @@ if ($table eq 'cpu') {
         next unless $v{$big} && $v{$small};
         my @kb = map { (medof($big, $_) - medof($small, $_)) / 255.8 } GW, REDIS, MACHINE;
         @base = @kb unless @base;
-        (my $mode = $big) =~ s/-.*//;
+        (my $mode = $big) =~ s/-[^-]*$//;
         my ($rg, $rm) = (ratio($kb[0], $base[0], '%.2f'), ratio($kb[2], $base[2], '%.2f'));
         printf "| %s | %.3f | %.3f | %.3f | %s | %s | %s |\n", $mode, @kb, $rg, $rm,
             $mode eq 'plain' ? '—' : $rm ne '—' && $rm <= 1.5 ? 'met' : 'not met';

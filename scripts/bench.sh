@@ -2,7 +2,7 @@
 # bench.sh — the benchmark of ngx_http_idempotency_module (what `make bench` runs).
 #
 #   scripts/bench.sh [--quick] [--growth] [--instructions] [--cells "CELL ..."]
-#                    [--rss] [--no-rss] [--no-live] [--no-docs] [--rounds N] [--duration S]
+#                    [--rss] [--no-rss] [--no-live] [--no-sizing] [--no-docs] [--rounds N] [--duration S]
 #                    [--growth-rounds N] [--growth-duration S] [--connections N]
 #                    [--threads N] [--rss-seconds S] [--rss-requests N] [--keep]
 #
@@ -52,6 +52,9 @@
 # --growth adds a second set of rounds (scripts/bench-growth.sh): response
 # sizes, request body sizes, 512 connections, 2 gateway workers, and 200
 # duplicates waiting for one slow original (Redis commands per waiter).
+# Then the memory a stored response costs Redis and the zone, per body
+# (scripts/bench-sizing.pl, with its own processes; not with --no-sizing;
+# `sizing` in --cells), to build/bench/sizing.md and the sizing block.
 # Then the live-join cell (scripts/bench-live.sh, with its own processes;
 # not with --no-live): how late a duplicate joined to a streaming response
 # gets each event, in the original's worker, in another worker and on
@@ -99,7 +102,7 @@ WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
 
 ORIG_ARGS=("$@")
 rounds=5 duration=5 warmup=2 conns=32 threads=1 growth=0 growth_rounds=3 growth_duration=2 only_cells=""
-do_cells=1 do_rss=1 rss_seconds=60 rss_requests=1000000 keep=0 quick=0 rss_only=0 docs=1 instructions=0 live=1
+do_cells=1 do_rss=1 rss_seconds=60 rss_requests=1000000 keep=0 quick=0 rss_only=0 docs=1 instructions=0 live=1 sizing=1
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -110,9 +113,10 @@ while [ $# -gt 0 ]; do
     --cells) only_cells=${2:?}; shift ;;
     --growth-rounds) growth_rounds=${2:?}; shift ;;
     --growth-duration) growth_duration=${2:?}; shift ;;
-    --rss) rss_only=1; do_cells=0; do_rss=1; rss_seconds=200; live=0 ;;
+    --rss) rss_only=1; do_cells=0; do_rss=1; rss_seconds=200; live=0; sizing=0 ;;
     --no-rss) do_rss=0 ;;
     --no-live) live=0 ;;
+    --no-sizing) sizing=0 ;;
     --rounds) rounds=${2:?}; shift ;;
     --duration) duration=${2:?}; shift ;;
     --connections) conns=${2:?}; shift ;;
@@ -130,6 +134,20 @@ for n in "$rounds" "$duration" "$growth_rounds" "$growth_duration" "$conns" "$th
 done
 
 source "$repo/scripts/bench-lib.sh"
+
+# The sizing cell (scripts/bench-sizing.pl): its table to build/bench/sizing.md and the sizing block.
+run_sizing() {
+    echo
+    echo "memory per stored response (scripts/bench-sizing.pl):"
+    mkdir -p "$OUT_DIR"
+    local sizing_args=(--out "$OUT_DIR/sizing.md")
+    [ "$quick" = 1 ] && sizing_args+=(--quick)
+    [ "$keep" = 1 ] && sizing_args+=(--keep)
+    NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER \
+        perl "$repo/scripts/bench-sizing.pl" "${sizing_args[@]}" || return 1
+    [ "$docs" = 0 ] || doc_block sizing "$OUT_DIR/sizing.md" "\`scripts/bench-sizing.pl${sizing_args[2]:+ ${sizing_args[*]:2}}\`"
+}
+
 ARGS_GIVEN=""
 [ ${#ORIG_ARGS[@]} -eq 0 ] || ARGS_GIVEN=$(printf ' %q' "${ORIG_ARGS[@]}")
 [ -f "$MODULE" ] || die "$MODULE is missing: build it first (make module)"
@@ -202,10 +220,13 @@ selected() {  # selected CELL...: those of them --cells names (all without --cel
         if [ -z "$only_cells" ] || [[ " $only_cells " == *" $c "* ]]; then echo "$c"; fi
     done
 }
-if [ -n "$only_cells" ]; then   # the live-join cell runs when --cells names it
+if [ -n "$only_cells" ]; then   # the live-join and sizing cells run when --cells names them
     [[ " $only_cells " == *" live "* ]] || live=0
-    only_cells=$(echo " $only_cells " | sed 's/ live / /g; s/^ *//; s/ *$//')
-    if [ -z "$only_cells" ]; then   # only it: nothing else to start
+    [[ " $only_cells " == *" sizing "* ]] || sizing=0
+    only_cells=$(echo " $only_cells " | sed 's/ live / /g; s/ sizing / /g; s/^ *//; s/ *$//')
+    if [ -z "$only_cells" ]; then   # only them: nothing else to start
+        if [ "$sizing" = 1 ]; then run_sizing || die "scripts/bench-sizing.pl failed"; fi
+        [ "$live" = 1 ] || exit 0
         live_args=()
         [ "$quick" = 1 ] && live_args+=(--quick)
         [ "$docs" = 1 ] || live_args+=(--no-docs)
@@ -320,6 +341,10 @@ if [ "$live" = 1 ]; then
     [ "$keep" = 1 ] && live_args+=(--keep)
     NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-live.sh" "${live_args[@]}" \
         || { echo "$SCRIPT_NAME: scripts/bench-live.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
+fi
+if [ "$sizing" = 1 ] && ! run_sizing; then
+    echo "$SCRIPT_NAME: scripts/bench-sizing.pl failed" >&2
+    ERRORS=$((ERRORS + 1))
 fi
 if [ "$instructions" = 1 ] && ! command -v valgrind >/dev/null; then
     echo "valgrind is not installed: no instructions per request (apt-get install valgrind)" >&2
