@@ -4,7 +4,8 @@
 # give the same bytes on every machine.
 #
 #   use Bodies;
-#   my ($body, $content_type) = Bodies::body($kind, $size);
+#   my ($body, $content_type) = Bodies::body($kind, $size, [$seed]);
+#   (another seed: another body of the same kind and size)
 #
 # Kinds (size: the exact length in bytes, or the kind's own when undef; a
 # JSON kind is filled out to it by a last field of random characters):
@@ -122,10 +123,10 @@ sub fit_json {
 }
 
 sub body {
-    my ($kind, $size) = @_;
+    my ($kind, $size, $seed) = @_;
     die "unknown body kind '$kind'\n" unless $type{$kind};
     $size //= $default_size{$kind};
-    my $r = rng(length($kind) * 7919 + ($size // 0));
+    my $r = rng(length($kind) * 7919 + ($size // 0) + ($seed // 0) * 104729);
     my $text;
     if ($kind eq 'ack') {
         $text = sprintf '{"id":"%s","object":"refund","amount":%d,"balance_transaction":"%s",'

@@ -149,8 +149,11 @@ void Connection::send_queued() noexcept
         if (ev->handler != on_flush) {
             continue;
         }
-        ngx_delete_posted_event(ev);
         auto* self = static_cast<Connection*>(ev->data);
+        if (self->dispatching_ > 0) {
+            continue;  // called from this connection's reply handler: its commands leave as posted
+        }
+        ngx_delete_posted_event(ev);
         if (self->state_ == State::up) {
             self->dispatching_++;
             self->flush();
