@@ -51,10 +51,19 @@ Connection::Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& 
     set_event(retry_event_, on_retry, this, log, true);
     set_event(failure_event_, on_deferred_failure, this, log);
     set_event(flush_event_, on_flush, this, log);
+    next_ = all_;
+    if (all_ != nullptr) {
+        all_->prev_ = this;
+    }
+    all_ = this;
 }
 
 Connection::~Connection()
 {
+    (prev_ != nullptr ? prev_->next_ : all_) = next_;
+    if (next_ != nullptr) {
+        next_->prev_ = prev_;
+    }
     closing_ = true;
     if (failure_event_.posted) {
         ngx_delete_posted_event(&failure_event_);
@@ -137,29 +146,23 @@ void Connection::on_flush(ngx_event_t* ev)
     }
 }
 
+Connection* Connection::all_ = nullptr;
+
 void Connection::send_queued() noexcept
 {
-    // The connections with commands waiting are those whose flush event is
-    // posted; a flush only appends to the posted queue (a failure's event),
-    // so the walk goes on from the next one.
-    ngx_queue_t* q = ngx_queue_head(&ngx_posted_events);
-    while (q != ngx_queue_sentinel(&ngx_posted_events)) {
-        ngx_event_t* ev = ngx_queue_data(q, ngx_event_t, queue);
-        q = ngx_queue_next(q);
-        if (ev->handler != on_flush) {
-            continue;
+    // A connection with commands waiting has its flush event posted; a
+    // flush runs no handler, so the list stays as it is while it is walked.
+    for (Connection* c = all_; c != nullptr; c = c->next_) {
+        if (!c->flush_event_.posted || c->dispatching_ > 0) {
+            continue;  // nothing waiting; or called from its reply handler: its commands leave as posted
         }
-        auto* self = static_cast<Connection*>(ev->data);
-        if (self->dispatching_ > 0) {
-            continue;  // called from this connection's reply handler: its commands leave as posted
-        }
-        ngx_delete_posted_event(ev);
-        if (self->state_ == State::up) {
-            self->dispatching_++;
-            self->flush();
-            self->dispatching_--;
-            if (self->deferred_failure_ != nullptr && !self->failure_event_.posted) {
-                ngx_post_event(&self->failure_event_, &ngx_posted_events);
+        ngx_delete_posted_event(&c->flush_event_);
+        if (c->state_ == State::up) {
+            c->dispatching_++;
+            c->flush();
+            c->dispatching_--;
+            if (c->deferred_failure_ != nullptr && !c->failure_event_.posted) {
+                ngx_post_event(&c->failure_event_, &ngx_posted_events);
             }
         }
     }

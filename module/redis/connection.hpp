@@ -148,6 +148,10 @@ private:
     ngx_event_t retry_event_{};
     ngx_event_t failure_event_{};  // runs a failure found inside command()
     ngx_event_t flush_event_{};    // writes what this event-loop turn queued, in one send()
+    // every connection of the process, for send_queued()
+    static Connection* all_;
+    Connection* prev_ = nullptr;
+    Connection* next_ = nullptr;
     bool closing_ = false;    // worker exit: accept nothing more
     bool replied_ = false;    // this connection has had a reply
     int dispatching_ = 0;     // inside reply handlers or command(): defer failures
