@@ -14,6 +14,7 @@
 
 #include <openssl/rand.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -289,8 +290,7 @@ void claim_key(RequestCtx* ctx) noexcept
     if (ctx->claim.store != nullptr) {
         ngx_array_t* keys = conf->seal_keys;
         ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
-                           keys ? keys->nelts : 0, conf->fence,
-                       max_plain_record(conf->max_response_size)};
+                           keys ? keys->nelts : 0, conf->fence, max_plain_record(conf->max_response_size)};
         // the lease a grant of this attempt will have (used once the claim is ours)
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
         ctx->claim.pending =
@@ -373,6 +373,10 @@ RecordBytes compressed(RecordBytes record, ngx_log_t* log) noexcept
     if (size == 0) {
         ngx_free(out);
         return record;
+    }
+    // a store may keep it a while (until it lands): its own size, not the bound
+    if (auto* fitted = static_cast<char*>(std::realloc(out, size))) {  // ngx_alloc is malloc
+        out = fitted;
     }
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: the record compressed from %uz to %uz bytes",
                    plain.size(), size);

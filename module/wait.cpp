@@ -216,8 +216,7 @@ void look(WaitGroup* g) noexcept
     g->lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
     ngx_array_t* keys = conf->seal_keys;
     ClaimWaiter waiter{on_look_answer, g, g->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
-                       keys ? keys->nelts : 0, conf->fence,
-                       max_plain_record(conf->max_response_size)};
+                       keys ? keys->nelts : 0, conf->fence, max_plain_record(conf->max_response_size)};
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0,
                    "idempotency: looking again at \"%*s\" for %ui waiting requests", g->key.size(), g->key.data(),
                    g->size);
