@@ -4,29 +4,12 @@
 
 #include <cstring>
 
+#include "big_endian.hpp"
+
 namespace idem {
 namespace {
 
 constexpr char holder_mark = 'H';
-
-template <typename T>
-char* put(char* out, T value) noexcept
-{
-    for (std::size_t i = sizeof(T); i-- > 0;) {
-        *out++ = static_cast<char>(static_cast<unsigned char>(value >> (8 * i)));
-    }
-    return out;
-}
-
-template <typename T>
-T get(const char* in) noexcept
-{
-    T value = 0;
-    for (std::size_t i = 0; i < sizeof(T); i++) {
-        value = static_cast<T>((value << 8) | static_cast<unsigned char>(in[i]));
-    }
-    return value;
-}
 
 std::size_t host_length(const Holder& holder) noexcept
 {
@@ -45,9 +28,9 @@ std::size_t encode_claim_token(const unsigned char* unique, const Holder& holder
     std::memcpy(out, unique, token_unique_length);
     char* p = out + token_unique_length;
     *p++ = holder_mark;
-    p = put(p, holder.pid);
-    p = put(p, holder.claimed_at_ms);
-    p = put(p, holder.lock_ttl_ms);
+    p = put_be(p, holder.pid);
+    p = put_be(p, holder.claimed_at_ms);
+    p = put_be(p, holder.lock_ttl_ms);
     const std::size_t host = host_length(holder);
     *p++ = static_cast<char>(host);
     if (host != 0) {
@@ -63,9 +46,9 @@ std::optional<Holder> read_holder(std::string_view token) noexcept
     }
     const char* p = token.data() + token_unique_length + 1;
     Holder holder;
-    holder.pid = get<std::uint32_t>(p);
-    holder.claimed_at_ms = get<std::uint64_t>(p + 4);
-    holder.lock_ttl_ms = get<std::uint32_t>(p + 12);
+    holder.pid = get_be<std::uint32_t>(p);
+    holder.claimed_at_ms = get_be<std::uint64_t>(p + 4);
+    holder.lock_ttl_ms = get_be<std::uint32_t>(p + 12);
     const std::size_t host = static_cast<unsigned char>(p[16]);
     if (token.size() != token_unique_length + holder_fixed + host) {
         return std::nullopt;

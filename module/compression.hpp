@@ -27,10 +27,9 @@
 
 namespace idem {
 
-constexpr std::uint8_t record_version_compressed = 3;
 constexpr std::uint8_t compressed_form_zstd = 1;
-// "IDM" version kind fingerprint status form plain_version plain_size
-constexpr std::size_t compressed_prefix_size = 3 + 1 + 1 + 32 + 2 + 1 + 1 + 4;
+// the record's prefix, then status form plain_version plain_size
+constexpr std::size_t compressed_prefix_size = record_prefix_size + 2 + 1 + 1 + 4;
 
 // What a compressed record says of itself without being opened.
 struct CompressedHead {

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "big_endian.hpp"
+
 namespace idem {
 namespace {
 
@@ -18,19 +20,7 @@ constexpr char end_type = 'E';
 char* put_frame_header(char* out, char type, std::size_t length) noexcept
 {
     *out++ = type;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        *out++ = static_cast<char>((length >> shift) & 0xff);
-    }
-    return out;
-}
-
-std::size_t get_length(const char* in) noexcept
-{
-    std::size_t length = 0;
-    for (int i = 0; i < 4; ++i) {
-        length = (length << 8) | static_cast<unsigned char>(in[i]);
-    }
-    return length;
+    return put_be(out, static_cast<std::uint32_t>(length));
 }
 
 bool known_end(std::uint8_t how) noexcept
@@ -123,7 +113,7 @@ LiveStep read_live(std::string_view log, std::size_t& pos, LiveReadState& state,
     if (rest.size() < live_frame_overhead) {
         return LiveStep::more;
     }
-    const std::size_t length = get_length(rest.data() + 1);
+    const std::size_t length = get_be<std::uint32_t>(rest.data() + 1);
     if (length > live_max_frame_length || (type == body_type && length == 0)
         || (type == end_type && length != 1)) {
         return LiveStep::bad;

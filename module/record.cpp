@@ -7,11 +7,11 @@
 #include <cstring>
 #include <limits>
 
+#include "big_endian.hpp"
+
 namespace idem {
 namespace {
 
-constexpr char magic[3] = {'I', 'D', 'M'};
-constexpr std::size_t prefix_size = sizeof magic + 1 + 1 + 32;
 constexpr std::size_t header_entry_overhead = 2 + 4;
 
 // Sequential big-endian reads that fail, rather than overrun, when the
@@ -37,11 +37,7 @@ public:
         if (!take(sizeof(Int), bytes)) {
             return false;
         }
-        std::uint64_t value = 0;
-        for (char c : bytes) {
-            value = (value << 8) | static_cast<unsigned char>(c);
-        }
-        out = static_cast<Int>(value);
+        out = get_be<Int>(bytes.data());
         return true;
     }
 
@@ -51,15 +47,6 @@ public:
 private:
     std::string_view rest_;
 };
-
-template <typename Int>
-char* put(char* out, Int value) noexcept
-{
-    for (std::size_t i = sizeof(Int); i-- > 0;) {
-        *out++ = static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xff);
-    }
-    return out;
-}
 
 char* put_bytes(char* out, const void* data, std::size_t size) noexcept
 {
@@ -72,9 +59,9 @@ char* put_bytes(char* out, const void* data, std::size_t size) noexcept
 char* put_prefix(char* out, RecordKind kind, const Digest& fingerprint,
                  std::uint8_t version = record_version) noexcept
 {
-    out = put_bytes(out, magic, sizeof magic);
-    out = put<std::uint8_t>(out, version);
-    out = put<std::uint8_t>(out, static_cast<std::uint8_t>(kind));
+    out = put_bytes(out, record_magic.data(), record_magic.size());
+    out = put_be<std::uint8_t>(out, version);
+    out = put_be<std::uint8_t>(out, static_cast<std::uint8_t>(kind));
     return put_bytes(out, fingerprint.data(), fingerprint.size());
 }
 
@@ -196,11 +183,11 @@ std::size_t entries_size(const Header* entries, std::size_t count) noexcept
 
 char* put_entries(char* out, const Header* entries, std::size_t count) noexcept
 {
-    out = put<std::uint16_t>(out, static_cast<std::uint16_t>(count));
+    out = put_be<std::uint16_t>(out, static_cast<std::uint16_t>(count));
     for (std::size_t i = 0; i < count; ++i) {
-        out = put<std::uint16_t>(out, static_cast<std::uint16_t>(entries[i].name.size()));
+        out = put_be<std::uint16_t>(out, static_cast<std::uint16_t>(entries[i].name.size()));
         out = put_bytes(out, entries[i].name.data(), entries[i].name.size());
-        out = put<std::uint32_t>(out, static_cast<std::uint32_t>(entries[i].value.size()));
+        out = put_be<std::uint32_t>(out, static_cast<std::uint32_t>(entries[i].value.size()));
         out = put_bytes(out, entries[i].value.data(), entries[i].value.size());
     }
     return out;
@@ -218,14 +205,14 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
     std::uint8_t version = 0;
     std::uint8_t kind = 0;
     std::string_view fingerprint;
-    if (!cursor.take(sizeof magic, found_magic) || found_magic != std::string_view(magic, sizeof magic)
+    if (!cursor.take(record_magic.size(), found_magic) || found_magic != record_magic
         || !cursor.read(version)) {
         return std::nullopt;
     }
     if (version > record_version_extras) {
         if (flaw != nullptr) {
             // version 3: compressed (compression.hpp), read once opened
-            *flaw = version == 3 ? RecordFlaw::compressed : RecordFlaw::newer_version;
+            *flaw = version == record_version_compressed ? RecordFlaw::compressed : RecordFlaw::newer_version;
         }
         return std::nullopt;
     }
@@ -290,7 +277,7 @@ std::size_t claim_size(std::string_view token) noexcept
     if (token.size() > max_token_length) {
         return 0;
     }
-    return prefix_size + 1 + token.size();
+    return record_prefix_size + 1 + token.size();
 }
 
 std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
@@ -300,7 +287,7 @@ std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
         return 0;
     }
     char* end = put_prefix(out, RecordKind::claim, fingerprint);
-    end = put<std::uint8_t>(end, static_cast<std::uint8_t>(token.size()));
+    end = put_be<std::uint8_t>(end, static_cast<std::uint8_t>(token.size()));
     end = put_bytes(end, token.data(), token.size());
     return static_cast<std::size_t>(end - out);
 }
@@ -312,7 +299,7 @@ std::size_t response_head_size(const Header* headers, std::size_t count,
     if (entries == 0 && count != 0) {
         return 0;
     }
-    return prefix_size + 2 + (extras.any() ? 1 : 0) + 2 + entries + 4;
+    return record_prefix_size + 2 + (extras.any() ? 1 : 0) + 2 + entries + 4;
 }
 
 std::size_t response_tail_size(const ResponseExtras& extras) noexcept
@@ -345,12 +332,12 @@ char* encode_response_head(char* out, const Digest& fingerprint,
     }
     out = put_prefix(out, RecordKind::response, fingerprint,
                      extras.any() ? record_version_extras : record_version);
-    out = put<std::uint16_t>(out, status);
+    out = put_be<std::uint16_t>(out, status);
     if (extras.any()) {
-        out = put<std::uint8_t>(out, extras.flags);
+        out = put_be<std::uint8_t>(out, extras.flags);
     }
     out = put_entries(out, headers, count);
-    return put<std::uint32_t>(out, static_cast<std::uint32_t>(body_size));
+    return put_be<std::uint32_t>(out, static_cast<std::uint32_t>(body_size));
 }
 
 char* encode_response_tail(char* out, const ResponseExtras& extras) noexcept
@@ -362,7 +349,7 @@ std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
                                 char* out) noexcept
 {
     char* end = put_prefix(out, RecordKind::unreplayable, fingerprint);
-    end = put<std::uint16_t>(end, status);
+    end = put_be<std::uint16_t>(end, status);
     return static_cast<std::size_t>(end - out);
 }
 

@@ -34,8 +34,12 @@
 
 namespace idem {
 
+constexpr std::string_view record_magic = "IDM";
 constexpr std::uint8_t record_version = 1;           // what claims and plain responses are written as
 constexpr std::uint8_t record_version_extras = 2;    // a response with flags or trailers
+constexpr std::uint8_t record_version_compressed = 3;  // a response of version 1 or 2, compressed
+// The magic, the version, the kind and the fingerprint: what every record begins with.
+constexpr std::size_t record_prefix_size = 3 + 1 + 1 + 32;
 
 // What a stored response may hold beyond its body (whose limit is
 // idempotency_max_response_size): a response with more headers, or more
@@ -156,7 +160,7 @@ char* encode_response_head(char* out, const Digest& fingerprint,
 // Writes what follows the body (room for response_tail_size); returns its end.
 char* encode_response_tail(char* out, const ResponseExtras& extras) noexcept;
 
-constexpr std::size_t unreplayable_size = 3 + 1 + 1 + 32 + 2;
+constexpr std::size_t unreplayable_size = record_prefix_size + 2;
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
                                 char* out) noexcept;
 

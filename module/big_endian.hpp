@@ -1,0 +1,34 @@
+// big_endian.hpp — fixed-width big-endian integers in byte buffers: how
+// every stored format of the module writes its numbers (record.hpp,
+// compression.hpp, claim_token.hpp, live_log.hpp). Pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace idem {
+
+// Writes `value` as sizeof(T) big-endian bytes at `out`; returns their end.
+template <typename T>
+char* put_be(char* out, T value) noexcept
+{
+    const auto v = static_cast<std::uint64_t>(value);
+    for (std::size_t i = sizeof(T); i-- > 0;) {
+        *out++ = static_cast<char>((v >> (8 * i)) & 0xff);
+    }
+    return out;
+}
+
+// Reads sizeof(T) big-endian bytes at `in` (the caller has checked they
+// are there).
+template <typename T>
+T get_be(const char* in) noexcept
+{
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) {
+        v = (v << 8) | static_cast<unsigned char>(in[i]);
+    }
+    return static_cast<T>(v);
+}
+
+}  // namespace idem
