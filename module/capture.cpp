@@ -34,6 +34,7 @@
 #include "client_gone.hpp"
 #include "disposition.hpp"
 #include "feed.hpp"
+#include "piece_writer.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
 #include "upstream_attempts.hpp"
@@ -51,11 +52,15 @@ ngx_http_output_body_filter_pt upper_next_body_filter;
 constexpr size_t initial_body_capacity = 16 * 1024;
 
 // The record is built in memory of its own (not r->pool), so that the
-// store can take it over instead of copying it.
+// store can take it over instead of copying it. Pieces already written
+// are deleted.
 void free_record(RequestCtx* ctx)
 {
     ngx_free(ctx->capture.record);
     ctx->capture.record = nullptr;
+    if (ctx->capture.pieces != nullptr) {
+        pieces_done(std::exchange(ctx->capture.pieces, nullptr), false);
+    }
 }
 
 // The live response ends (how): its followers are told.
@@ -73,43 +78,109 @@ void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
     end_feed(ctx, LiveEnd::aborted);
 }
 
-bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need)
+// The response can no longer be kept: it ends as unreplayable (`why`).
+void lose(RequestCtx* ctx, const char* why)
+{
+    ctx->capture.oversize = true;
+    ctx->capture.lost_why = why;
+    free_record(ctx);
+}
+
+// The most body bytes the record buffer holds: the whole body, or, for a
+// response that may be kept in pieces, one piece.
+size_t buffer_limit(const RequestCtx* ctx)
+{
+    return ngx_min(ctx->conf->max_response_size, ctx->conf->piece_size);
+}
+
+// Room in the record buffer for `need` bytes after the head, at most
+// `most` (need <= most).
+bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need, size_t most)
 {
     size_t capacity = ngx_max(ctx->capture.capacity, initial_body_capacity);
     while (capacity < need) {
         capacity *= 2;
     }
-    capacity = ngx_min(capacity, ctx->conf->max_response_size);
+    capacity = ngx_min(capacity, most);
     auto* grown = static_cast<char*>(ngx_alloc(ctx->capture.head_size + capacity, r->connection->log));
     if (grown == nullptr) {
         return false;
     }
-    std::memcpy(grown + ctx->capture.head_size, ctx->capture.record + ctx->capture.head_size, ctx->capture.body_size);
+    std::memcpy(grown + ctx->capture.head_size, ctx->capture.record + ctx->capture.head_size,
+                ctx->capture.body_size - ctx->capture.flushed);
     ngx_free(ctx->capture.record);
     ctx->capture.record = grown;
     ctx->capture.capacity = capacity;
     return true;
 }
 
-// Room for `size` more body bytes at the end of the record; nullptr when the
-// response can no longer be kept (over idempotency_max_response_size, or out
-// of memory: the same outcome).
-char* reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t size)
+// The body bytes the buffer holds go to the store as the next piece
+// (piece_writer.hpp); the first piece begins the pieces, and ends the live
+// feed: duplicates follow a response live up to one piece.
+bool flush_piece(RequestCtx* ctx)
 {
-    if (ctx->capture.oversize) {
+    Capture& c = ctx->capture;
+    if (c.pieces == nullptr) {
+        c.pieces = pieces_begin(ctx);
+        if (c.pieces == nullptr) {
+            return false;
+        }
+        end_feed(ctx, LiveEnd::cut);
+    }
+    if (!pieces_put(c.pieces, {c.record + c.head_size, c.body_size - c.flushed})) {
+        return false;
+    }
+    c.flushed = c.body_size;
+    return true;
+}
+
+// Room for up to `want` more body bytes at the end of the record buffer:
+// where they go, and in `got` how many fit; nullptr when the response can
+// no longer be kept (over idempotency_max_response_size, out of memory, a
+// piece the store refused: the same outcome).
+char* reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t want, size_t& got)
+{
+    Capture& c = ctx->capture;
+    if (c.oversize) {
         return nullptr;
     }
-    size_t need = ctx->capture.body_size + size;
-    if (need > ctx->conf->max_response_size) {
-        ctx->capture.oversize = true;
-        free_record(ctx);
+    if (c.body_size + want > ctx->conf->max_response_size) {
+        lose(ctx, nullptr);
         return nullptr;
     }
-    if (need > ctx->capture.capacity && !grow(r, ctx, need)) {
-        ctx->capture.oversize = true;
+    size_t held = c.body_size - c.flushed;
+    size_t limit = buffer_limit(ctx);
+    if (held == limit && limit < ctx->conf->max_response_size) {
+        if (!flush_piece(ctx)) {
+            lose(ctx, "a piece of it could not be stored");
+            return nullptr;
+        }
+        held = 0;
+    }
+    want = ngx_min(want, limit - held);
+    if (held + want > c.capacity && !grow(r, ctx, held + want, limit)) {
+        lose(ctx, "out of memory");
         return nullptr;
     }
-    return ctx->capture.record + ctx->capture.head_size + ctx->capture.body_size;
+    got = want;
+    return c.record + c.head_size + held;
+}
+
+// Room for a record's tail (its trailers) after the body; nullptr when the
+// response can no longer be kept.
+char* reserve_tail(ngx_http_request_t* r, RequestCtx* ctx, size_t tail)
+{
+    Capture& c = ctx->capture;
+    size_t need = c.body_size + tail;
+    if (c.oversize || need > ctx->conf->max_response_size) {
+        lose(ctx, nullptr);
+        return nullptr;
+    }
+    if (need > c.capacity && !grow(r, ctx, need, need)) {
+        lose(ctx, "out of memory");
+        return nullptr;
+    }
+    return c.record + c.head_size + c.body_size;
 }
 
 // Appends what a buffer holds, in memory or in a file: the upstream's
@@ -117,25 +188,55 @@ char* reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t size)
 void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
 {
     off_t size = ngx_buf_size(b);
-    if (size <= 0) {
+    for (off_t done = 0; done < size;) {
+        size_t got = 0;
+        char* to = reserve(r, ctx, static_cast<size_t>(size - done), got);
+        if (to == nullptr) {
+            end_feed(ctx, LiveEnd::cut);
+            return;
+        }
+        if (ngx_buf_in_memory(b)) {
+            std::memcpy(to, b->pos + done, got);
+        } else if (ngx_read_file(b->file, reinterpret_cast<u_char*>(to), got, b->file_pos + done)
+                   != static_cast<ssize_t>(got)) {
+            lose(ctx, "its body could not be read back from a temporary file");
+            end_feed(ctx, LiveEnd::aborted);
+            return;
+        }
+        ctx->capture.body_size += got;
+        if (ctx->capture.feed != nullptr) {
+            feed_body(ctx->capture.feed, {to, got});
+        }
+        done += static_cast<off_t>(got);
+    }
+}
+
+// A response kept in pieces: its last piece, then its record, sent after
+// it (piece_writer.hpp).
+void finish_pieces(RequestCtx* ctx, const Header* headers, size_t count, const ResponseExtras& extras)
+{
+    Capture& c = ctx->capture;
+    if (c.body_size > c.flushed) {
+        pieces_put(c.pieces, {c.record + c.head_size, c.body_size - c.flushed});
+        c.flushed = c.body_size;
+    }
+    if (pieces_failed(c.pieces)) {
+        claim_unreplayable(ctx, "a piece of it could not be stored");
+        return;  // the pieces go with stop_capture
+    }
+    PieceList list = pieces_list(c.pieces, c.body_size);
+    size_t size = pieces_record_size(headers, count, extras, list.count);
+    auto* record = size != 0 ? static_cast<char*>(ngx_alloc(size, ctx->request->connection->log)) : nullptr;
+    if (record == nullptr
+        || encode_pieces_record(record, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
+                                count, extras, list)
+               != size) {
+        ngx_free(record);
+        claim_unreplayable(ctx, size == 0 ? "its headers do not fit a record" : "out of memory");
         return;
     }
-    char* to = reserve(r, ctx, static_cast<size_t>(size));
-    if (to == nullptr) {
-        end_feed(ctx, LiveEnd::cut);
-        return;
-    }
-    if (ngx_buf_in_memory(b)) {
-        std::memcpy(to, b->pos, static_cast<size_t>(size));
-    } else if (ngx_read_file(b->file, reinterpret_cast<u_char*>(to), static_cast<size_t>(size), b->file_pos) != size) {
-        ctx->capture.oversize = true;  // cannot keep it: same outcome as too large
-        end_feed(ctx, LiveEnd::aborted);
-        return;
-    }
-    ctx->capture.body_size += static_cast<size_t>(size);
-    if (ctx->capture.feed != nullptr) {
-        feed_body(ctx->capture.feed, {to, static_cast<size_t>(size)});
-    }
+    claim_complete(ctx, RecordBytes::owned(record, {record, size}));
+    pieces_done(std::exchange(c.pieces, nullptr), true);
 }
 
 // The last byte has passed: store the record (or the marker of a response
@@ -152,17 +253,21 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
                    &ctx->claim.key, ctx->response_status, ctx->capture.headers.nelts, ctx->capture.body_size);
     ngx_array_t trailers;
     if (ctx->capture.oversize) {
-        claim_unreplayable(ctx, "larger than idempotency_max_response_size");
+        claim_unreplayable(ctx, ctx->capture.lost_why != nullptr ? ctx->capture.lost_why
+                                                                 : "larger than idempotency_max_response_size");
     } else if (!collect_trailers(r, trailers)) {
         claim_unreplayable(ctx, "out of memory");
     } else if (check_header_limits(static_cast<const Header*>(trailers.elts), trailers.nelts) != HeaderLimit::ok) {
         claim_unreplayable(ctx, "its trailers do not fit a record");
+    } else if (ctx->capture.pieces != nullptr) {
+        finish_pieces(ctx, static_cast<const Header*>(ctx->capture.headers.elts), ctx->capture.headers.nelts,
+                      ResponseExtras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts});
     } else {
         auto* headers = static_cast<const Header*>(ctx->capture.headers.elts);
         ResponseExtras extras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts};
         size_t head = response_head_size(headers, ctx->capture.headers.nelts, extras);
         size_t tail = response_tail_size(extras);
-        char* tail_at = tail != 0 ? reserve(r, ctx, tail) : nullptr;
+        char* tail_at = tail != 0 ? reserve_tail(r, ctx, tail) : nullptr;
         if (head == 0 || head > ctx->capture.head_size || (extras.any() && tail_at == nullptr)) {
             claim_unreplayable(ctx, ctx->capture.oversize ? "larger than idempotency_max_response_size"
                                                           : "its headers do not fit a record");
@@ -255,8 +360,8 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     ctx->capture.head_size = response_head_size(headers, ctx->capture.headers.nelts, with_extras);
     off_t expected = r->headers_out.content_length_n;
     size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size
-                          ? static_cast<size_t>(expected)
-                          : ngx_min(initial_body_capacity, ctx->conf->max_response_size);
+                          ? ngx_min(static_cast<size_t>(expected), buffer_limit(ctx))
+                          : ngx_min(initial_body_capacity, buffer_limit(ctx));
     ctx->capture.record = static_cast<char*>(ngx_alloc(ctx->capture.head_size + capacity, r->connection->log));
     if (ctx->capture.head_size == 0 || ctx->capture.record == nullptr) {
         stop_capture(r, ctx);
@@ -437,7 +542,7 @@ void capture_begin(RequestCtx* ctx) noexcept
 
 std::string_view captured_body(const RequestCtx* ctx) noexcept
 {
-    if (ctx->capture.record == nullptr) {
+    if (ctx->capture.record == nullptr || ctx->capture.flushed != 0) {
         return {};
     }
     return {ctx->capture.record + ctx->capture.head_size, ctx->capture.body_size};

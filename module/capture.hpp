@@ -12,6 +12,7 @@ namespace idem {
 
 struct RequestCtx;
 struct Feed;
+struct PieceWriter;
 
 // Where a claimed request's body is recorded: at the upper filter point
 // when no filter in between changes it, else at the lower.
@@ -24,12 +25,15 @@ struct Capture {
     ngx_uint_t upper_headers;       // response headers in the list at the upper filter point
     std::uint8_t upper_body_flags;  // what the filters had asked of the body there
     CapturePoint point;
-    bool oversize;                  // over idempotency_max_response_size: stored as unreplayable
+    bool oversize;                  // cannot be kept (lost_why): stored as unreplayable
+    const char* lost_why;           // why, when not too large
     ngx_array_t headers;            // of Header, as the client got them (capture_headers.cpp)
     char* record;                   // ngx_alloc'd: the store may take it over
     size_t head_size;               // room kept for the head, before the body
     size_t body_size;
     size_t capacity;                // for the body
+    PieceWriter* pieces;            // a response larger than idempotency_piece_size: its pieces (piece_writer.hpp)
+    size_t flushed;                 // body bytes handed to the pieces; the record buffer holds the rest
     Feed* feed;                     // the response published live (feed.hpp), until it ends
     std::uint64_t ttl_ms;           // how long the upstream asked it be kept (ttl=); 0: idempotency_ttl
     void (*upstream_finalize)(ngx_http_request_t* r, ngx_int_t rc);  // the upstream module's, behind ours

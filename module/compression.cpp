@@ -76,25 +76,13 @@ std::size_t RecordCompressor::compress(std::string_view plain, char* out) noexce
         || plain.size() - record_prefix_size > UINT32_MAX) {
         return 0;
     }
-    if (cctx_ == nullptr) {
-        ZSTD_CCtx* cctx = ZSTD_createCCtx();
-        if (cctx == nullptr || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level_))
-            || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
-            ZSTD_freeCCtx(cctx);
-            return 0;
-        }
-        cctx_ = cctx;
-    }
     const std::string_view inner = plain.substr(record_prefix_size);
-    const std::size_t room = ZSTD_compressBound(inner.size());
-    const std::size_t n = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), out + compressed_prefix_size, room,
-                                         inner.data(), inner.size());
-    if (ZSTD_isError(n)) {
-        ZSTD_CCtx_reset(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_reset_session_only);
+    const std::size_t n = compress_frame(inner, out + compressed_prefix_size, ZSTD_compressBound(inner.size()));
+    if (n == 0) {
         return 0;
     }
     const std::size_t size = compressed_prefix_size + n;
-    if (size + min_compression_saving > plain.size() || size > plain.size() - plain.size() / 16) {
+    if (!compression_pays(plain.size(), size)) {
         return 0;
     }
     std::memcpy(out, plain.data(), record_prefix_size);  // magic, version (overwritten), kind, fingerprint
@@ -106,6 +94,30 @@ std::size_t RecordCompressor::compress(std::string_view plain, char* out) noexce
     return size;
 }
 
+std::size_t RecordCompressor::frame_bound(std::size_t size) noexcept
+{
+    return ZSTD_compressBound(size);
+}
+
+std::size_t RecordCompressor::compress_frame(std::string_view in, char* out, std::size_t room) noexcept
+{
+    if (cctx_ == nullptr) {
+        ZSTD_CCtx* cctx = ZSTD_createCCtx();
+        if (cctx == nullptr || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level_))
+            || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
+            ZSTD_freeCCtx(cctx);
+            return 0;
+        }
+        cctx_ = cctx;
+    }
+    const std::size_t n = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), out, room, in.data(), in.size());
+    if (ZSTD_isError(n)) {
+        ZSTD_CCtx_reset(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_reset_session_only);
+        return 0;
+    }
+    return n;
+}
+
 RecordInflater::~RecordInflater()
 {
     ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
@@ -114,24 +126,10 @@ RecordInflater::~RecordInflater()
 std::optional<std::string_view> RecordInflater::inflate(std::string_view record, const CompressedHead& head,
                                                          char* out) noexcept
 {
-    if (dctx_ == nullptr) {
-        dctx_ = ZSTD_createDCtx();
-        if (dctx_ == nullptr) {
-            return std::nullopt;
-        }
+    if (!inflate_frame(head.frame, out + record_prefix_size, head.plain_size - record_prefix_size)) {
+        return std::nullopt;
     }
-    // exactly one frame, declaring exactly the size the head says
-    const unsigned long long declared = ZSTD_getFrameContentSize(head.frame.data(), head.frame.size());
     const std::size_t inner_size = head.plain_size - record_prefix_size;
-    if (declared != inner_size || ZSTD_findFrameCompressedSize(head.frame.data(), head.frame.size()) != head.frame.size()) {
-        return std::nullopt;
-    }
-    const std::size_t n = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out + record_prefix_size, inner_size,
-                                              head.frame.data(), head.frame.size());
-    if (ZSTD_isError(n) || n != inner_size) {
-        ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(dctx_), ZSTD_reset_session_only);
-        return std::nullopt;
-    }
     std::memcpy(out, record.data(), record_prefix_size);
     out[version_at] = record[form_at + 1];  // the plain record's version
     // the status outside the frame must be the one inside it
@@ -139,6 +137,27 @@ std::optional<std::string_view> RecordInflater::inflate(std::string_view record,
         return std::nullopt;
     }
     return std::string_view(out, head.plain_size);
+}
+
+bool RecordInflater::inflate_frame(std::string_view frame, char* out, std::size_t size) noexcept
+{
+    if (dctx_ == nullptr) {
+        dctx_ = ZSTD_createDCtx();
+        if (dctx_ == nullptr) {
+            return false;
+        }
+    }
+    // exactly one frame, declaring exactly the size expected
+    const unsigned long long declared = ZSTD_getFrameContentSize(frame.data(), frame.size());
+    if (declared != size || ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size()) {
+        return false;
+    }
+    const std::size_t n = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, size, frame.data(), frame.size());
+    if (ZSTD_isError(n) || n != size) {
+        ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(dctx_), ZSTD_reset_session_only);
+        return false;
+    }
+    return true;
 }
 
 }  // namespace idem

@@ -49,6 +49,10 @@ std::optional<CompressedHead> compressed_head(std::string_view bytes, RecordFlaw
 // a sixteenth of it and min_saving bytes (docs/performance.md#compressed-records).
 constexpr std::size_t min_compressed_plain = 512;
 constexpr std::size_t min_compression_saving = 64;
+constexpr bool compression_pays(std::size_t plain, std::size_t packed) noexcept
+{
+    return packed + min_compression_saving <= plain && packed <= plain - plain / 16;
+}
 // zstd's level for records: 1, as fast as any and as small as level 3 on
 // JSON (docs/performance.md#compressed-records).
 constexpr int record_compression_level = 1;
@@ -68,6 +72,11 @@ public:
     // record, or zstd fails (out of memory): the plain record is kept then.
     std::size_t compress(std::string_view plain, char* out) noexcept;
 
+    // One zstd frame (with its checksum) of `in`, written to `out` (room
+    // for frame_bound(in.size())); its size, 0 when zstd fails.
+    static std::size_t frame_bound(std::size_t size) noexcept;
+    std::size_t compress_frame(std::string_view in, char* out, std::size_t room) noexcept;
+
 private:
     int level_;
     void* cctx_ = nullptr;  // ZSTD_CCtx, made on first use
@@ -85,6 +94,10 @@ public:
     // exactly what the head says (altered, cut short, a checksum that does
     // not match).
     std::optional<std::string_view> inflate(std::string_view record, const CompressedHead& head, char* out) noexcept;
+
+    // Opens one zstd frame into exactly `size` bytes at `out`; false when
+    // it is not one frame declaring that size, or does not open into it.
+    bool inflate_frame(std::string_view frame, char* out, std::size_t size) noexcept;
 
 private:
     void* dctx_ = nullptr;  // ZSTD_DCtx, made on first use

@@ -82,6 +82,7 @@ struct LocConf {
     ngx_str_t key_space;                  // the virtual server, length-prefixed: "N:" + its identity (module.cpp)
     ngx_str_t key_prefix;
     size_t max_response_size;
+    size_t piece_size;                    // idempotency_piece_size: a larger response is kept in pieces (pieces.hpp)
     ngx_flag_t store_errors;
     ngx_flag_t compress;  // idempotency_compress: responses kept compressed (compression.hpp)
     const ReleaseStatuses* release_statuses;  // idempotency_release_statuses

@@ -2,6 +2,9 @@
 
 #include "conf_util.hpp"
 
+#include "conf.hpp"
+#include "pieces.hpp"
+
 namespace idem {
 
 bool read_config_file(ngx_conf_t* cf, const char* directive, const char* what, ngx_str_t& path, u_char* buf,
@@ -52,6 +55,33 @@ char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
     }
     *field = name;
     return NGX_CONF_OK;
+}
+
+bool check_pieces(ngx_conf_t* cf, const LocConf* conf)
+{
+    if (conf->piece_size < min_piece_size || conf->piece_size > max_piece_size) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"idempotency_piece_size\" must be between 64k and 64m");
+        return false;
+    }
+    if (conf->max_response_size <= conf->piece_size) {
+        return true;  // never in pieces
+    }
+    if ((conf->max_response_size + conf->piece_size - 1) / conf->piece_size > max_piece_count) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency_max_response_size\" %uzk would need more than %uD pieces of "
+                           "\"idempotency_piece_size\" %uzk: raise the piece size",
+                           conf->max_response_size / 1024, max_piece_count, conf->piece_size / 1024);
+        return false;
+    }
+    if (!pieces_keyable(view(conf->key_prefix))) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency_key_prefix\" \"%V\" has a '}' outside a hash tag: the pieces of a large "
+                           "response could not share its key's Redis Cluster slot (use a tag such as \"{idem}:\", or "
+                           "set \"idempotency_max_response_size\" no larger than \"idempotency_piece_size\")",
+                           &conf->key_prefix);
+        return false;
+    }
+    return true;
 }
 
 }  // namespace idem

@@ -36,4 +36,11 @@ char* set_header_name_or_off(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 bool read_config_file(ngx_conf_t* cf, const char* directive, const char* what, ngx_str_t& path, u_char* buf,
                       size_t size, ssize_t& n);
 
+struct LocConf;
+// idempotency_piece_size within its bounds, and what a response kept in
+// pieces needs of the rest (pieces.hpp): at most max_piece_count pieces of
+// idempotency_max_response_size, keys that can share a Cluster slot.
+// False, said (naming the directive), when it does not hold.
+bool check_pieces(ngx_conf_t* cf, const LocConf* conf);
+
 }  // namespace idem

@@ -78,22 +78,6 @@ void end(ngx_http_request_t* r, RequestCtx* ctx, LiveEnd how)
     give_up(r, ctx, ngx_http_send_special(r, NGX_HTTP_LAST));
 }
 
-// While the client has not taken what it was sent, nginx's writer timing
-// applies: send_timeout, send_lowat.
-bool await_client(ngx_http_request_t* r, RequestCtx* ctx)
-{
-    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_get_module_loc_conf(r, ngx_http_core_module));
-    ngx_event_t* wev = r->connection->write;
-    if (!wev->delayed && !wev->timer_set) {
-        ngx_add_timer(wev, clcf->send_timeout);
-    }
-    if (ngx_handle_write_event(wev, clcf->send_lowat) != NGX_OK) {
-        give_up(r, ctx, NGX_ERROR);
-        return false;
-    }
-    return true;
-}
-
 // Sends `out` (NULL: what is held); false when the request is over.
 bool send(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* out)
 {
@@ -103,7 +87,11 @@ bool send(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* out)
         give_up(r, ctx, NGX_ERROR);
         return false;
     }
-    return ctx->join.busy == nullptr || await_client(r, ctx);
+    if (ctx->join.busy == nullptr || await_client(r)) {
+        return true;
+    }
+    give_up(r, ctx, NGX_ERROR);
+    return false;
 }
 
 // Fills `b` from the feed's log: the body the client has not got, as much

@@ -67,6 +67,7 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_scope"), NGX_CONF_TAKE1, ngx_http_set_complex_value_slot, offsetof(LocConf, scope)),
     directive(ngx_string("idempotency_key_prefix"), NGX_CONF_TAKE1, ngx_conf_set_str_slot, offsetof(LocConf, key_prefix)),
     directive(ngx_string("idempotency_max_response_size"), NGX_CONF_TAKE1, ngx_conf_set_size_slot, offsetof(LocConf, max_response_size)),
+    directive(ngx_string("idempotency_piece_size"), NGX_CONF_TAKE1, ngx_conf_set_size_slot, offsetof(LocConf, piece_size)),
     directive(ngx_string("idempotency_store_errors"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, store_errors)),
     directive(ngx_string("idempotency_compress"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, compress)),
     directive(ngx_string("idempotency_release_statuses"), NGX_CONF_1MORE, set_release_statuses),
@@ -231,6 +232,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->key = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
     conf->seal_keys = static_cast<ngx_array_t*>(NGX_CONF_UNSET_PTR);
     conf->max_response_size = NGX_CONF_UNSET_SIZE;
+    conf->piece_size = NGX_CONF_UNSET_SIZE;
     conf->store_errors = NGX_CONF_UNSET;
     conf->compress = NGX_CONF_UNSET;
     conf->release_statuses = static_cast<const ReleaseStatuses*>(NGX_CONF_UNSET_PTR);
@@ -270,7 +272,8 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
-    ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
+    ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 64 * 1024 * 1024);
+    ngx_conf_merge_size_value(conf->piece_size, prev->piece_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);
     ngx_conf_merge_value(conf->compress, prev->compress, 1);
     static constexpr ReleaseStatuses not_executed = ReleaseStatuses::of({401, 403, 408, 425, 429});
@@ -318,7 +321,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"idempotency_key_prefix\" must be at most 256 bytes");
         return static_cast<char*>(NGX_CONF_ERROR);
     }
-    return NGX_CONF_OK;
+    return check_pieces(cf, conf) ? NGX_CONF_OK : static_cast<char*>(NGX_CONF_ERROR);
 }
 
 // ---------------------------------------------------------------- variable

@@ -166,6 +166,23 @@ bool decode_response(Cursor& cursor, Record& record, bool extras) noexcept
            && (record.flags != 0 || record.trailer_count != 0);
 }
 
+// A response kept in pieces (version 4), after its fingerprint: its list
+// of pieces, then its response part without a body.
+bool decode_pieces(Cursor& cursor, Record& record) noexcept
+{
+    PieceList& p = record.pieces;
+    std::uint8_t inner_version = 0;
+    if (!cursor.take(pieces_id_size, p.id) || !cursor.read(p.count) || !cursor.read(p.size)
+        || !cursor.read(p.body_size) || p.count == 0 || p.size == 0 || p.count > max_piece_count
+        || !cursor.take(std::size_t{4} * p.count, p.stored_sizes) || !cursor.read(inner_version)
+        || (inner_version != record_version && inner_version != record_version_extras)
+        || !decode_response(cursor, record, inner_version == record_version_extras) || !record.body.empty()) {
+        return false;
+    }
+    // every piece but the last full, the last holding at least one byte
+    return p.body_size > std::uint64_t{p.size} * (p.count - 1) && p.body_size <= std::uint64_t{p.size} * p.count;
+}
+
 std::size_t entries_size(const Header* entries, std::size_t count) noexcept
 {
     if (count > std::numeric_limits<std::uint16_t>::max()) {
@@ -209,15 +226,14 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
         || !cursor.read(version)) {
         return std::nullopt;
     }
-    if (version > record_version_extras) {
+    if (version > record_version_pieces || version == record_version_compressed) {
         if (flaw != nullptr) {
             // version 3: compressed (compression.hpp), read once opened
             *flaw = version == record_version_compressed ? RecordFlaw::compressed : RecordFlaw::newer_version;
         }
         return std::nullopt;
     }
-    if ((version != record_version && version != record_version_extras)
-        || !cursor.read(kind) || !cursor.take(Digest().size(), fingerprint)) {
+    if (version == 0 || !cursor.read(kind) || !cursor.take(Digest().size(), fingerprint)) {
         return std::nullopt;
     }
 
@@ -225,8 +241,8 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
     record.kind = static_cast<RecordKind>(kind);
     std::memcpy(record.fingerprint.data(), fingerprint.data(), fingerprint.size());
 
-    if (version == record_version_extras && record.kind != RecordKind::response) {
-        return std::nullopt;  // only a response has extras
+    if (version != record_version && record.kind != RecordKind::response) {
+        return std::nullopt;  // only a response has extras, or pieces
     }
     bool decoded = false;
     switch (record.kind) {
@@ -236,7 +252,8 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
         break;
     }
     case RecordKind::response:
-        decoded = decode_response(cursor, record, version == record_version_extras);
+        decoded = version == record_version_pieces ? decode_pieces(cursor, record)
+                                                   : decode_response(cursor, record, version == record_version_extras);
         break;
     case RecordKind::unreplayable:
         decoded = cursor.read(record.status);
@@ -345,6 +362,58 @@ char* encode_response_tail(char* out, const ResponseExtras& extras) noexcept
     return extras.any() ? put_entries(out, extras.trailers, extras.trailer_count) : out;
 }
 
+std::size_t pieces_record_size(const Header* headers, std::size_t count, const ResponseExtras& extras,
+                               std::uint32_t piece_count) noexcept
+{
+    const std::size_t head = response_head_size(headers, count, extras);
+    const std::size_t tail = response_tail_size(extras);
+    if (head == 0 || (extras.any() && tail == 0) || piece_count == 0 || piece_count > max_piece_count) {
+        return 0;
+    }
+    return head + pieces_id_size + 4 + 4 + 8 + std::size_t{4} * piece_count + 1 + tail;
+}
+
+std::size_t encode_pieces_record(char* out, const Digest& fingerprint, std::uint16_t status, const Header* headers,
+                                 std::size_t count, const ResponseExtras& extras, const PieceList& pieces) noexcept
+{
+    const std::size_t size = pieces_record_size(headers, count, extras, pieces.count);
+    if (size == 0 || pieces.id.size() != pieces_id_size || pieces.stored_sizes.size() != std::size_t{4} * pieces.count) {
+        return 0;
+    }
+    // The response part first, as a plain record of its version without a
+    // body writes it, where it ends up: its prefix, which the record's own
+    // then overwrites, before it.
+    const std::size_t list = pieces_id_size + 4 + 4 + 8 + pieces.stored_sizes.size();
+    char* inner = out + list + 1;
+    char* body_at = encode_response_head(inner, fingerprint, status, headers, count, 0, extras);
+    if (body_at == nullptr) {
+        return 0;
+    }
+    const char inner_version = inner[3];
+    encode_response_tail(body_at, extras);
+    char* p = put_prefix(out, RecordKind::response, fingerprint, record_version_pieces);
+    p = put_bytes(p, pieces.id.data(), pieces.id.size());
+    p = put_be<std::uint32_t>(p, pieces.count);
+    p = put_be<std::uint32_t>(p, pieces.size);
+    p = put_be<std::uint64_t>(p, pieces.body_size);
+    p = put_bytes(p, pieces.stored_sizes.data(), pieces.stored_sizes.size());
+    *p = inner_version;
+    return size;
+}
+
+std::uint32_t PieceList::stored_size(std::uint32_t index) const noexcept
+{
+    return index < count ? get_be<std::uint32_t>(stored_sizes.data() + std::size_t{4} * index) : 0;
+}
+
+std::uint32_t PieceList::plain_size(std::uint32_t index) const noexcept
+{
+    if (index + 1 < count) {
+        return size;
+    }
+    return index + 1 == count ? static_cast<std::uint32_t>(body_size - std::uint64_t{size} * index) : 0;
+}
+
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
                                 char* out) noexcept
 {
@@ -375,6 +444,8 @@ Record rebased(const Record& record, std::string_view from, const char* to) noex
     copy.headers = move(record.headers);
     copy.body = move(record.body);
     copy.trailers = move(record.trailers);
+    copy.pieces.id = move(record.pieces.id);
+    copy.pieces.stored_sizes = move(record.pieces.stored_sizes);
     return copy;
 }
 

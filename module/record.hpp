@@ -15,6 +15,14 @@
 // Version 2 adds the bracketed parts to a response; a response without
 // flags or trailers is written as version 1, which every release reads.
 // Version 3 is a response of version 1 or 2 compressed (compression.hpp).
+// Version 4 is a response whose body is kept in pieces under keys of their
+// own (pieces.hpp), its record the list of them:
+//   "IDM" 4 kind(response) fingerprint(32) id(16) piece_count(4)
+//   piece_size(4) body_size(8) { stored_size(4) } * piece_count
+//   inner_version(1) status(2) [flags(1)] header_count(2) headers
+//   body_len(4, always 0) [trailers]
+// where inner_version (1 or 2) says whether the bracketed parts are there,
+// as in a record of that version.
 // Anything else — wrong magic or version, unknown flags, truncated,
 // trailing bytes — is refused by decode_record; a version above this
 // release's is told apart (RecordFlaw::newer_version): a later release's
@@ -38,6 +46,9 @@ constexpr std::string_view record_magic = "IDM";
 constexpr std::uint8_t record_version = 1;           // what claims and plain responses are written as
 constexpr std::uint8_t record_version_extras = 2;    // a response with flags or trailers
 constexpr std::uint8_t record_version_compressed = 3;  // a response of version 1 or 2, compressed
+constexpr std::uint8_t record_version_pieces = 4;      // a response whose body is kept in pieces
+constexpr std::size_t pieces_id_size = 16;             // what names one response's pieces
+constexpr std::uint32_t max_piece_count = 4096;        // the most pieces one response is kept in
 // The magic, the version, the kind and the fingerprint: what every record begins with.
 constexpr std::size_t record_prefix_size = 3 + 1 + 1 + 32;
 
@@ -80,6 +91,22 @@ struct ResponseExtras {
     bool any() const noexcept { return flags != 0 || trailer_count != 0; }
 };
 
+// Where a response kept in pieces (version 4) has its body: `count`
+// pieces named by `id` (pieces.hpp), each holding `size` bytes of the body
+// but the last, which holds the rest of body_size; stored_sizes holds, for
+// each, its size in the store (big-endian 32 bits each).
+struct PieceList {
+    std::string_view id;
+    std::uint32_t count = 0;  // 0: the body is in the record itself
+    std::uint32_t size = 0;
+    std::uint64_t body_size = 0;
+    std::string_view stored_sizes;
+
+    std::uint32_t stored_size(std::uint32_t index) const noexcept;
+    // The body bytes piece `index` holds.
+    std::uint32_t plain_size(std::uint32_t index) const noexcept;
+};
+
 // A decoded record; every view points into the decoded bytes.
 struct Record {
     RecordKind kind;
@@ -92,6 +119,7 @@ struct Record {
     std::string_view body;        // response
     std::uint16_t trailer_count = 0;
     std::string_view trailers;    // response: the encoded trailer entries
+    PieceList pieces;             // response of version 4: `body` is empty, the body is there
 };
 
 // Why a record was refused all the same: a response that is well formed
@@ -159,6 +187,15 @@ char* encode_response_head(char* out, const Digest& fingerprint,
                            const ResponseExtras& extras = {}) noexcept;
 // Writes what follows the body (room for response_tail_size); returns its end.
 char* encode_response_tail(char* out, const ResponseExtras& extras) noexcept;
+
+// A response kept in pieces (version 4): the size of its record, 0 when
+// the layout cannot hold it; the record, written to `out` (room for
+// pieces_record_size), whose size it returns (0: nothing written).
+// `pieces.stored_sizes` holds pieces.count sizes as PieceList says.
+std::size_t pieces_record_size(const Header* headers, std::size_t count, const ResponseExtras& extras,
+                               std::uint32_t piece_count) noexcept;
+std::size_t encode_pieces_record(char* out, const Digest& fingerprint, std::uint16_t status, const Header* headers,
+                                 std::size_t count, const ResponseExtras& extras, const PieceList& pieces) noexcept;
 
 constexpr std::size_t unreplayable_size = record_prefix_size + 2;
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,

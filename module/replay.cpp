@@ -13,6 +13,8 @@
 #include "replay.hpp"
 
 #include "join.hpp"
+#include "piece_replay.hpp"
+#include "request_ctx.hpp"
 #include "send.hpp"
 
 namespace idem {
@@ -187,7 +189,10 @@ ngx_int_t replay(ngx_http_request_t* r, RequestCtx* ctx)
 {
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "idempotency: replaying the response stored under \"%V\"",
                   &ctx->claim.key);
-    ngx_http_finalize_request(r, send_record(r, *ctx->stored));
+    ngx_int_t rc = ctx->stored->pieces.count != 0 ? replay_pieces(r, ctx) : send_record(r, *ctx->stored);
+    if (rc != NGX_DONE) {
+        ngx_http_finalize_request(r, rc);
+    }
     return NGX_DONE;
 }
 

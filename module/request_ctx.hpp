@@ -18,6 +18,8 @@
 
 namespace idem {
 
+struct PieceReplay;
+
 // Where a request is in its life. Each transition is one call to enter(),
 // which logs the old and the new state at debug level, so that a debug log
 // shows each request's path:
@@ -120,6 +122,7 @@ struct RequestCtx {
     Capture capture;       // capture.hpp: the response record being built
     ClientGuard client;    // client_gone.hpp: the handlers wrapped against client aborts
     Join join;             // join.hpp: the original's response followed live
+    PieceReplay* pieces;   // piece_replay.cpp: a response kept in pieces, replayed
 };
 
 // The request's context, also after an internal redirect wiped nginx's

@@ -40,4 +40,14 @@ ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool tra
     return ngx_http_output_filter(r, &out);
 }
 
+bool await_client(ngx_http_request_t* r) noexcept
+{
+    auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_get_module_loc_conf(r, ngx_http_core_module));
+    ngx_event_t* wev = r->connection->write;
+    if (!wev->delayed && !wev->timer_set) {
+        ngx_add_timer(wev, clcf->send_timeout);
+    }
+    return ngx_handle_write_event(wev, clcf->send_lowat) == NGX_OK;
+}
+
 }  // namespace idem

@@ -53,4 +53,9 @@ inline ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name,
 // sends them).
 ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool trailers_follow = false) noexcept;
 
+// The response waits for the client to take what it holds, as nginx's
+// writer does (send_timeout, send_lowat); false when the write event
+// cannot be armed.
+bool await_client(ngx_http_request_t* r) noexcept;
+
 }  // namespace idem

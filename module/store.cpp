@@ -13,6 +13,12 @@ RecordInflater& worker_inflater() noexcept
     return inflater;
 }
 
+RecordCompressor& worker_compressor() noexcept
+{
+    static RecordCompressor compressor(record_compression_level);
+    return compressor;
+}
+
 void ClaimWaiter::answer(Outcome outcome) const noexcept
 {
     callback(data, {outcome, nullptr, {}});

@@ -56,6 +56,8 @@ struct LiveOp {
     std::uint64_t ttl_ms;   // an append's: the log lives this long after it
     bool append;
     bool may_be_gone;       // a read that must tell a log that is gone from one that did not grow
+    bool look;              // a look at pieces (Store::pieces_look): `at` is their count
+    LiveStatus status;      // a store that acts at once and answers later (the zone's appends)
     ngx_event_t event;      // a store that answers on the next event-loop turn (the zone)
     OwnedArgs<2> args;      // the log's key, an append's bytes
 };
@@ -78,10 +80,12 @@ struct PeekOp {
     OwnedArgs<2> args;      // the key, a purge's expected value
 };
 
-// The worker's zstd context for opening compressed records
+// The worker's zstd contexts for compressed records and pieces
 // (compression.hpp), kept from one record to the next.
 class RecordInflater;
+class RecordCompressor;
 RecordInflater& worker_inflater() noexcept;
+RecordCompressor& worker_compressor() noexcept;
 
 // Who waits for a claim, and how to judge the record it finds; every store
 // keeps one with each claim in flight.
@@ -180,6 +184,16 @@ public:
     virtual PeekOp* purge(std::string_view key, std::string_view expected, PeekCallback callback,
                           void* data) noexcept = 0;
     virtual void peek_abandon(PeekOp* op) noexcept = 0;
+
+    // A response kept in pieces (pieces.hpp): a look at its `count` pieces,
+    // whose keys begin with `base`, in one step on the store of their slot:
+    // `done` with each one's size and name (pieces.hpp's look entries),
+    // `failed` when the store cannot say. nullptr when the store cannot be
+    // reached now; otherwise the callback runs once, unless abandoned
+    // (live_abandon). The pieces themselves are written, read and deleted
+    // as live logs are: live_append at 0, live_read from 0, live_expire.
+    virtual LiveOp* pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
+                                void* data) noexcept = 0;
 };
 
 // Freed with ngx_free; nullptr when out of memory.

@@ -7,6 +7,7 @@
 #include <new>
 #include <utility>
 
+#include "pieces.hpp"
 #include "replies.hpp"
 #include "router.hpp"
 #include "script_calls.hpp"
@@ -24,6 +25,18 @@ constexpr std::uint64_t default_lock_ttl_ms = 30000;  // idempotency_lock_ttl's 
 constexpr std::string_view live_read_script =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
     "return redis.call('GETRANGE', KEYS[1], ARGV[1], -1)";
+
+// A look at a response's pieces (pieces.hpp): each one's length (0: none)
+// and the bytes that name it, in one step, as pieces.hpp's look entries
+// (one string: a reply of many elements is refused on a data connection).
+// KEYS[1] is the first piece's key; the others differ in their last 8
+// characters (the index in hex), on the same slot.
+constexpr std::string_view pieces_look_script =
+    "local base = string.sub(KEYS[1], 1, -9) local n = tonumber(ARGV[2]) local r = {} "
+    "for i = 0, tonumber(ARGV[1]) - 1 do local k = base .. string.format('%08x', i) "
+    "local name = redis.call('GETRANGE', k, 0, n - 1) "
+    "r[i + 1] = struct.pack('>I4', redis.call('STRLEN', k)) .. name .. string.rep('\\0', n - #name) end "
+    "return table.concat(r)";
 
 // The claim when the configuration hands the upstream a fence
 // (docs/design.md#the-fence): `SET ... NX PX ttl GET`, and, granted, Redis's
@@ -200,6 +213,27 @@ public:
 
     void peek_abandon(PeekOp* op) noexcept override { op->callback = nullptr; }
 
+    // The first piece's key is the script's key: the others share its slot.
+    LiveOp* pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
+                        void* data) noexcept override
+    {
+        char first[512];
+        std::size_t first_size = write_piece_key(base, 0, first);
+        LiveOp* op = new_live_op(this, {first, first_size}, {}, callback, data, log_);
+        if (op == nullptr || count == 0) {
+            ngx_free(op);
+            return nullptr;
+        }
+        op->look = true;
+        op->at = count;
+        char count_text[NGX_INT64_LEN];
+        char name_text[NGX_INT64_LEN];
+        const char* argv[] = {"EVAL", pieces_look_script.data(), "1", op->args.arg[0], count_text, name_text};
+        const size_t lens[] = {4, pieces_look_script.size(), 1, first_size, decimal(count, count_text),
+                               decimal(piece_name_size, name_text)};
+        return send_live(op, {first, first_size}, 6, argv, lens);
+    }
+
 private:
     PeekOp* send_peek(PeekOp* op, std::string_view key, int argc, const char** argv, const size_t* lens) noexcept
     {
@@ -264,6 +298,8 @@ private:
                     ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused a live log's %s: %s",
                                   &self->server_.name, op->append ? "append" : "read", reply->str);
                 }
+            } else if (op->look) {
+                status = read_look(op, reply, bytes) ? LiveStatus::done : LiveStatus::failed;
             } else if (op->append) {
                 // SET ... NX: OK, or nil when a log was there; APPEND: the new length
                 bool landed = reply->type == REDIS_REPLY_STATUS
@@ -279,6 +315,16 @@ private:
             op->callback(op->data, status, bytes);
         }
         ngx_free(op);
+    }
+
+    // The script's reply: the look's entries (pieces.hpp), one per piece.
+    static bool read_look(const LiveOp* op, const redisReply* reply, std::string_view& out) noexcept
+    {
+        if (reply->type != REDIS_REPLY_STRING || reply->len != op->at * piece_look_entry_size) {
+            return false;
+        }
+        out = {reply->str, reply->len};
+        return true;
     }
 
     // Remembers the longest lock_ttl claimed or renewed with.

@@ -12,6 +12,7 @@
 
 #include "../log_limit.hpp"
 #include "../metrics.hpp"
+#include "../pieces.hpp"
 #include "zone_lock.hpp"
 #include "zone_rules.hpp"
 #include "zone_tree.hpp"
@@ -143,7 +144,8 @@ public:
     }
 
     // Live logs: records of their own in the zone, grown in place while
-    // there is room, else moved to a node twice the size.
+    // there is room, else moved to a node twice the size. An append is
+    // made at once, and answered on the next event-loop turn.
     LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
                         LiveCallback callback, void* data) noexcept override
     {
@@ -152,6 +154,9 @@ public:
             op->append = true;
             op->at = at;
             op->ttl_ms = ttl_ms;
+            // made now, as a Redis command would be sent now: whatever the
+            // worker writes next (a record listing pieces) lands after it
+            op->status = append_live(op);
             post_live(op);
         }
         return op;
@@ -162,6 +167,18 @@ public:
         LiveOp* op = new_live_op(this, key, {}, callback, data, ngx_cycle->log);
         if (op != nullptr) {
             op->at = at;
+            post_live(op);
+        }
+        return op;
+    }
+
+    LiveOp* pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
+                        void* data) noexcept override
+    {
+        LiveOp* op = new_live_op(this, base, {}, callback, data, ngx_cycle->log);
+        if (op != nullptr) {
+            op->look = true;
+            op->at = count;
             post_live(op);
         }
         return op;
@@ -317,12 +334,47 @@ private:
         return status;
     }
 
+    // Each piece's size and name (pieces.hpp's look entries), copied out.
+    LiveStatus look_pieces(const LiveOp* op, RecordBytes& out) noexcept
+    {
+        std::string_view base = op->args[0];
+        auto count = static_cast<std::uint32_t>(op->at);
+        std::size_t key_size = base.size() + piece_index_digits;
+        auto* look = static_cast<char*>(ngx_alloc(count * piece_look_entry_size, ngx_cycle->log));
+        auto* keys = static_cast<char*>(ngx_alloc(key_size * count, ngx_cycle->log));
+        auto* hashes = static_cast<ngx_rbtree_key_t*>(ngx_alloc(count * sizeof(ngx_rbtree_key_t), ngx_cycle->log));
+        if (look == nullptr || keys == nullptr || hashes == nullptr) {
+            ngx_free(look);
+            ngx_free(keys);
+            ngx_free(hashes);
+            return LiveStatus::failed;
+        }
+        for (std::uint32_t i = 0; i < count; i++) {
+            write_piece_key(base, i, keys + key_size * i);
+            hashes[i] = hash_of({keys + key_size * i, key_size});
+        }
+        char* p = look;
+        lock(Section::live);
+        ngx_msec_t now = ngx_current_msec;
+        for (std::uint32_t i = 0; i < count; i++) {
+            Node* n = find_live({keys + key_size * i, key_size}, hashes[i], now);
+            p = n != nullptr ? encode_piece_look(p, n->value_len, value_of(n)) : encode_piece_look(p, absent_piece, {});
+        }
+        unlock(Section::live);
+        ngx_free(keys);
+        ngx_free(hashes);
+        out = RecordBytes::owned(look, {look, count * piece_look_entry_size});
+        return LiveStatus::done;
+    }
+
     static void on_live_event(ngx_event_t* ev)
     {
         auto* op = static_cast<LiveOp*>(ev->data);
         auto* self = static_cast<ZoneStore*>(op->store);
         RecordBytes read;
-        LiveStatus status = op->append ? self->append_live(op) : self->read_live(op, read);
+        LiveStatus status = op->look     ? self->look_pieces(op, read)
+                            : op->append ? op->status
+                                         : self->read_live(op, read);
         op->callback(op->data, status, read.view());
         ngx_free(op);
     }

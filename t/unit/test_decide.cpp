@@ -239,10 +239,11 @@ TEST(Decide, AResponseThatMustNotBeSentAgainIsUnverifiable)
 // rest of its bytes, a claim's kind byte included.
 TEST(Decide, ARecordOfALaterReleaseIsUnverifiable)
 {
-    // (version 3 is a compressed record: test_compression.cpp)
-    for (std::string value : {response(ours), std::string("IDM\x04"), std::string("IDM\x09\x01garbage")}) {
+    // (version 3 is a compressed record: test_compression.cpp; version 4
+    // one kept in pieces: test_pieces.cpp)
+    for (std::string value : {response(ours), std::string("IDM\x05"), std::string("IDM\x09\x01garbage")}) {
         if (value.size() > 4) {
-            value[3] = value[3] == '\x01' ? '\x04' : value[3];
+            value[3] = value[3] == '\x01' ? '\x05' : value[3];
         }
         Record record{};
         idem::Unusable why = idem::Unusable::no;

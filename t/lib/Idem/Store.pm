@@ -65,7 +65,7 @@ use warnings;
 
 use constant {
     ZONE      => 'store',    # the zone's name in rewritten blocks
-    ZONE_SIZE => '10m',      # room for the largest response a block stores (300 kB) many times
+    ZONE_SIZE => '64m',      # room for the largest response a block stores (20 MB, in pieces)
     MASTERS   => 3,          # the cluster's masters (no replicas: no block fails a node over)
 };
 

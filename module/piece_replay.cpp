@@ -1,0 +1,306 @@
+// piece_replay.cpp — see piece_replay.hpp. The body goes out as a
+// replay's does, straight below the capture's point (capture.cpp's upper
+// body filter lets a replay's body pass), from one buffer of
+// idempotency_piece_size bytes refilled once the client took it.
+
+#include "piece_replay.hpp"
+
+#include <cstring>
+
+#include "compression.hpp"
+#include "pieces.hpp"
+#include "problem.hpp"
+#include "replay.hpp"
+#include "request_ctx.hpp"
+#include "send.hpp"
+#include "store_factory.hpp"
+
+namespace idem {
+namespace {
+
+}  // namespace
+
+struct PieceReplay {
+    ngx_http_request_t* r;
+    RequestCtx* ctx;
+    const Record* record;
+    Store* store;
+    LiveOp* op;          // the store's answer awaited
+    ngx_event_t timer;   // ... for idempotency_redis_timeout
+    std::uint32_t next;  // the piece to read next
+    bool header_sent;
+    ngx_str_t base;      // the pieces' keys' base
+    char* plain;         // one piece's body bytes
+    char* opened;        // with encryption at rest: a piece opened
+    ngx_buf_t* buf;
+};
+
+namespace {
+
+void finish(PieceReplay* p, ngx_int_t rc)
+{
+    ngx_connection_t* c = p->r->connection;
+    ngx_http_finalize_request(p->r, rc);
+    ngx_http_run_posted_requests(c);
+}
+
+// Before the header: the answer that stands for the response instead.
+void answer(PieceReplay* p, Outcome outcome)
+{
+    p->ctx->outcome = outcome;
+    finish(p, send_problem(p->r, outcome_info(outcome)));
+}
+
+// After the header: the response cannot go on. It is cut off, as nginx
+// cuts an upstream's response that fails midway: never completed with
+// anything else.
+void cut(PieceReplay* p, const char* why)
+{
+    ngx_log_error(NGX_LOG_ERR, p->r->connection->log, 0,
+                  "idempotency: the replay of \"%V\" is cut off at piece %uD of %uD: %s", &p->ctx->claim.key, p->next,
+                  p->record->pieces.count, why);
+    p->r->connection->error = 1;
+    finish(p, NGX_ERROR);
+}
+
+void on_timeout(ngx_event_t* ev)
+{
+    auto* p = static_cast<PieceReplay*>(ev->data);
+    if (p->op != nullptr) {
+        p->store->live_abandon(p->op);
+        p->op = nullptr;
+    }
+    ngx_log_error(NGX_LOG_ERR, p->r->connection->log, 0,
+                  "idempotency: the store did not answer within idempotency_redis_timeout for the pieces of \"%V\"",
+                  &p->ctx->claim.key);
+    if (p->header_sent) {
+        cut(p, "the store did not answer");
+    } else {
+        answer(p, Outcome::unavailable);
+    }
+}
+
+void cleanup(void* data)
+{
+    auto* p = static_cast<PieceReplay*>(data);
+    if (p->op != nullptr) {
+        p->store->live_abandon(p->op);
+        p->op = nullptr;
+    }
+    if (p->timer.timer_set) {
+        ngx_del_timer(&p->timer);
+    }
+}
+
+bool awaiting(PieceReplay* p, LiveOp* op)
+{
+    if (op == nullptr) {
+        return false;
+    }
+    p->op = op;
+    ngx_add_timer(&p->timer, p->ctx->conf->redis_timeout);
+    return true;
+}
+
+void answered(PieceReplay* p)
+{
+    p->op = nullptr;
+    if (p->timer.timer_set) {
+        ngx_del_timer(&p->timer);
+    }
+}
+
+void on_piece(void* data, LiveStatus status, std::string_view value);
+
+void read_next(PieceReplay* p)
+{
+    char key[512];
+    std::string_view name{key, write_piece_key(view(p->base), p->next, key)};
+    if (!awaiting(p, p->store->live_read(name, 0, false, on_piece, p))) {
+        cut(p, "the store cannot be reached");
+    }
+}
+
+// The client took what was held (or timed out): the next piece, if any.
+void on_write(ngx_http_request_t* r)
+{
+    auto* p = static_cast<PieceReplay*>(find_ctx(r)->pieces);
+    ngx_event_t* wev = r->connection->write;
+    if (wev->timedout) {
+        r->connection->timedout = 1;
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, NGX_ETIMEDOUT, "client timed out");
+        finish(p, NGX_HTTP_REQUEST_TIME_OUT);
+        return;
+    }
+    if (wev->timer_set) {
+        ngx_del_timer(wev);
+    }
+    if (ngx_http_output_filter(r, nullptr) == NGX_ERROR) {
+        finish(p, NGX_ERROR);
+        return;
+    }
+    if (p->buf->pos != p->buf->last) {
+        if (!await_client(r)) {
+            finish(p, NGX_ERROR);
+        }
+        return;
+    }
+    r->write_event_handler = ngx_http_request_empty_handler;
+    read_next(p);
+}
+
+// A piece's body bytes, into p->plain; empty, with `why`, when the value
+// is not the piece expected there.
+std::string_view open_piece(PieceReplay* p, std::string_view value, const char*& why)
+{
+    const PieceList& list = p->record->pieces;
+    ngx_array_t* keys = p->ctx->conf->seal_keys;
+    if (keys != nullptr) {
+        char key[512];
+        std::string_view name{key, write_piece_key(view(p->base), p->next, key)};
+        std::size_t length = 0;
+        if (!is_sealed(value)
+            || open_sealed(static_cast<const SecretKey*>(keys->elts), keys->nelts, name, value, p->opened, length)
+                   != OpenStatus::ok) {
+            why = "it does not open with the configured keys";
+            return {};
+        }
+        value = {p->opened, length};
+    }
+    std::optional<Piece> piece = decode_piece(value);
+    std::uint32_t size = list.plain_size(p->next);
+    if (!piece || piece->id != list.id || piece->index != p->next) {
+        why = "it is not that piece of this response";
+        return {};
+    }
+    if (piece->form == piece_form_plain && piece->payload.size() == size) {
+        std::memcpy(p->plain, piece->payload.data(), size);
+    } else if (piece->form != piece_form_zstd || !worker_inflater().inflate_frame(piece->payload, p->plain, size)) {
+        why = "it does not open into its size";
+        return {};
+    }
+    return {p->plain, size};
+}
+
+void on_piece(void* data, LiveStatus status, std::string_view value)
+{
+    auto* p = static_cast<PieceReplay*>(data);
+    answered(p);
+    ngx_http_request_t* r = p->r;
+    if (status != LiveStatus::done || value.empty()) {
+        cut(p, status == LiveStatus::failed ? "the store could not read it" : "it is gone");
+        return;
+    }
+    const char* why = nullptr;
+    std::string_view body = open_piece(p, value, why);
+    if (body.empty()) {
+        cut(p, why);
+        return;
+    }
+    bool last = ++p->next == p->record->pieces.count;
+    ngx_buf_t* b = p->buf;
+    b->pos = bytes(body);
+    b->last = b->pos + body.size();
+    b->memory = 1;
+    b->flush = 1;
+    b->last_buf = last ? 1 : 0;
+    b->last_in_chain = last ? 1 : 0;
+    ngx_chain_t out{b, nullptr};
+    ngx_int_t rc = ngx_http_output_filter(r, &out);
+    if (last || rc == NGX_ERROR) {
+        finish(p, rc);
+        return;
+    }
+    if (b->pos == b->last) {
+        read_next(p);
+        return;
+    }
+    r->write_event_handler = on_write;
+    if (!await_client(r)) {
+        finish(p, NGX_ERROR);
+    }
+}
+
+// The pieces are all there: the header goes, then the first piece is read.
+void on_look(void* data, LiveStatus status, std::string_view look)
+{
+    auto* p = static_cast<PieceReplay*>(data);
+    answered(p);
+    ngx_http_request_t* r = p->r;
+    const PieceList& list = p->record->pieces;
+    if (status != LiveStatus::done) {
+        answer(p, Outcome::unavailable);
+        return;
+    }
+    std::uint32_t bad = first_bad_piece(list, look, p->ctx->conf->seal_keys != nullptr);
+    if (bad != list.count) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "idempotency: the record under \"%V\" is not replayed: its piece %uD of %uD is missing, of "
+                      "another response, or altered",
+                      &p->ctx->claim.key, bad, list.count);
+        answer(p, Outcome::unverifiable);
+        return;
+    }
+    ngx_int_t rc = set_replay_headers(r, *p->record);
+    Header h;
+    HeaderReader trailers = HeaderReader::trailers(*p->record);
+    while (rc == NGX_OK && trailers.next(h)) {
+        if (push_header(r->headers_out.trailers, h.name, h.value) == nullptr) {
+            rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+    if (rc == NGX_OK) {
+        bool trailers_follow = p->record->trailer_count != 0 || r->expect_trailers;
+        r->headers_out.content_length_n = trailers_follow ? -1 : static_cast<off_t>(list.body_size);
+        rc = ngx_http_send_header(r);
+        p->header_sent = true;
+    }
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        finish(p, rc);
+        return;
+    }
+    read_next(p);
+}
+
+}  // namespace
+
+ngx_int_t replay_pieces(ngx_http_request_t* r, RequestCtx* ctx) noexcept
+{
+    const Record* record = ctx->stored;
+    std::string_view key = view(ctx->claim.key);
+    auto* p = static_cast<PieceReplay*>(ngx_pcalloc(r->pool, sizeof(PieceReplay)));
+    std::size_t base_size = piece_base_size(key);
+    bool sealed = ctx->conf->seal_keys != nullptr;
+    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (p == nullptr || cln == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    p->base.data = static_cast<u_char*>(ngx_pnalloc(r->pool, base_size));
+    p->plain = static_cast<char*>(ngx_palloc(r->pool, record->pieces.size));
+    p->opened = sealed ? static_cast<char*>(ngx_palloc(r->pool, piece_head_size + record->pieces.size)) : nullptr;
+    p->buf = static_cast<ngx_buf_t*>(ngx_calloc_buf(r->pool));
+    if (p->base.data == nullptr || p->plain == nullptr || (sealed && p->opened == nullptr) || p->buf == nullptr) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    p->base.len = write_piece_base(key, record->pieces.id, reinterpret_cast<char*>(p->base.data));
+    p->r = r;
+    p->ctx = ctx;
+    p->record = record;
+    p->store = ctx->claim.store != nullptr ? ctx->claim.store : store_for(*ctx->conf);
+    set_event(p->timer, on_timeout, p, r->connection->log);
+    cln->handler = cleanup;
+    cln->data = p;
+    ctx->pieces = p;
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "idempotency: replaying \"%V\" from %uD pieces, %uL body bytes", &ctx->claim.key,
+                   record->pieces.count, record->pieces.body_size);
+    // a client that leaves is noticed while the store is asked
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_request_empty_handler;
+    if (p->store == nullptr || !awaiting(p, p->store->pieces_look(view(p->base), record->pieces.count, on_look, p))) {
+        return send_problem(r, outcome_info(Outcome::unavailable));
+    }
+    return NGX_DONE;
+}
+
+}  // namespace idem

@@ -1,0 +1,77 @@
+// pieces.hpp — a response too large for one record, kept in pieces
+// (docs/design.md#large-responses-in-pieces): its body cut into pieces of
+// idempotency_piece_size bytes, each kept under a key of its own, named by
+// the store key and the id of the claim that wrote it, on the store key's
+// Redis Cluster slot; the record under the store key (record version 4,
+// record.hpp's PieceList) lists them. Pure: knows nothing of nginx or of
+// the stores.
+//
+// A piece's value (integers big-endian):
+//   "IDM" 4 kind(4, piece) id(16) index(4) form(1) payload
+// form 0: the payload is the piece's body bytes; form 1: one zstd frame
+// (with its checksum) that opens into them. With encryption at rest the
+// value is sealed, bound to the piece's key.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "record.hpp"
+
+namespace idem {
+
+constexpr std::uint8_t piece_kind = 4;
+constexpr std::uint8_t piece_form_plain = 0;
+constexpr std::uint8_t piece_form_zstd = 1;
+// magic, version, kind, id, index: what names the piece
+constexpr std::size_t piece_name_size = 3 + 1 + 1 + pieces_id_size + 4;
+// ... and the form: what comes before the payload
+constexpr std::size_t piece_head_size = piece_name_size + 1;
+
+// The bounds of idempotency_piece_size.
+constexpr std::size_t min_piece_size = 64 * 1024;
+constexpr std::size_t max_piece_size = 64 * 1024 * 1024;
+
+// Whether pieces can share the Redis Cluster slot of every store key under
+// `prefix` (idempotency_key_prefix): a prefix holding a '}' that does not
+// close a hash tag cannot be given one.
+bool pieces_keyable(std::string_view prefix) noexcept;
+
+// The keys of one response's pieces: a common base, then the index in 8
+// hex digits. The base keeps the store key's slot: the store key itself
+// when it has a hash tag, else the store key made one ("{key}").
+std::size_t piece_base_size(std::string_view store_key) noexcept;
+// Writes the base (room for piece_base_size) for the pieces named `id`.
+std::size_t write_piece_base(std::string_view store_key, std::string_view id, char* out) noexcept;
+constexpr std::size_t piece_index_digits = 8;
+// Writes piece `index`'s key (room for base.size() + piece_index_digits).
+std::size_t write_piece_key(std::string_view base, std::uint32_t index, char* out) noexcept;
+
+// Writes a piece's head (room for piece_head_size); the payload follows it.
+char* encode_piece_head(char* out, std::string_view id, std::uint32_t index, std::uint8_t form) noexcept;
+
+struct Piece {
+    std::string_view id;
+    std::uint32_t index = 0;
+    std::uint8_t form = 0;
+    std::string_view payload;
+};
+// nullopt for anything that is not a piece of a form this release reads.
+std::optional<Piece> decode_piece(std::string_view bytes) noexcept;
+
+// What a store's look at the pieces (Store::pieces_look) answers: for each
+// piece in order, its size in the store (absent_piece: there is none)
+// and its first piece_name_size bytes (zero-filled past its end).
+constexpr std::uint32_t absent_piece = 0xffffffffu;
+constexpr std::size_t piece_look_entry_size = 4 + piece_name_size;
+char* encode_piece_look(char* out, std::uint32_t stored_size, std::string_view value) noexcept;
+
+// Whether the look shows every piece `pieces` lists, each of the size it
+// was stored with and, unless sealed (`sealed`), named as it: none missing,
+// none of another response (stale) or altered in size. Returns the index
+// of the first that is not, or pieces.count when all are.
+std::uint32_t first_bad_piece(const PieceList& pieces, std::string_view look, bool sealed) noexcept;
+
+}  // namespace idem

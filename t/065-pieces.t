@@ -1,0 +1,254 @@
+# Large responses kept in pieces (docs/design.md#large-responses-in-pieces):
+# a response larger than idempotency_piece_size (and up to
+# idempotency_max_response_size) is kept as pieces under keys of their own
+# on its key's Cluster slot, listed by a record of version 4 that lands
+# once every piece has; its retries are replayed byte for byte, streamed a
+# piece at a time, and the upstream executes it once. A piece missing, of
+# another response, or altered, makes the retry 410: never a part of the
+# response, never a second execution. A client that leaves during a large
+# capture does not stop it.
+# Runs on Redis, on the zone store and on the Redis Cluster (the blocks
+# marked --- redis_only, which read or alter Redis, on Redis only).
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use IdempotencyTest;
+use Idem::Blocks qw(location_conf);
+use Test::Nginx::Socket 'no_plan';
+
+use Digest::SHA qw(sha256_hex);
+use Time::HiRes ();
+
+master_on();
+workers(2);
+test_nginx_defaults();
+
+our $KEY_HEX = '6a' x 32;
+our $MB = 1024 * 1024;
+
+add_block_preprocessor(sub {
+    my $block = shift;
+    $block->set_value('user_files', ">>> seal.key\n$KEY_HEX\n") unless defined $block->user_files;
+});
+
+run_tests();
+
+sub locations {
+    my (@more) = @_;
+    return location_conf('/', 'idempotency on', 'idempotency_piece_size 1m', @more,
+                         'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend');
+}
+
+sub send_post {
+    my ($uri, $key) = @_;
+    return IdempotencyTest::read_response(IdempotencyTest::send_request(
+        "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n"
+        . "Content-Length: 1\r\n\r\nx"));
+}
+
+# The original, its record in the store, then its retry: a replay, byte
+# for byte, of a response executed once.
+sub new_then_replay {
+    my ($name, $uri, $key, $size) = @_;
+    my $first = send_post($uri, $key);
+    Test::More::is("$first->{status} $first->{headers}{'x-idempotency-status'}", '201 new', "$name: the original");
+    Test::More::is(length $first->{body}, $size, "$name: the original's body whole");
+    # settled before answered: the record was sent before the last byte
+    my $retry = send_post($uri, $key);
+    Test::More::is("$retry->{status} " . ($retry->{headers}{'x-idempotency-status'} // '-') . ' '
+                   . ($retry->{headers}{'idempotent-replayed'} // '-'), '201 replayed true', "$name: the retry is a replay")
+        or Test::More::diag(substr($retry->{body}, 0, 300));
+    Test::More::is($retry->{headers}{'content-length'}, $size, "$name: with the body's length");
+    Test::More::is(length $retry->{body}, $size, "$name: of the same length");
+    Test::More::ok(sha256_hex($retry->{body}) eq sha256_hex($first->{body}), "$name: byte for byte");
+    (my $path = $uri) =~ s/\?.*//;
+    Test::More::is(IdempotencyTest::upstream_count($path), 1, "$name: executed once");
+    return $first;
+}
+
+# The piece keys of $key's record in Redis, with their values.
+sub pieces_of {
+    my ($key) = @_;
+    my $rkey = IdempotencyTest::redis_key($key);
+    my @keys = sort grep { index($_, "{$rkey}:p") == 0 } @{ IdempotencyTest::redis_command('KEYS', '*') };
+    return ($rkey, @keys);
+}
+
+sub in_redis {
+    my $first = new_then_replay('in Redis', '/r/1?kind=noise&size=' . (5 * $MB + 123), 'r-1', 5 * $MB + 123);
+    my ($rkey, @pieces) = pieces_of('r-1');
+    my $record = IdempotencyTest::redis_command('GET', $rkey);
+    Test::More::is(substr($record, 0, 5), "IDM\x04\x02", 'the record is a response of version 4');
+    Test::More::cmp_ok(length $record, '<', 1024, '... of ' . length($record) . ' bytes: the list, not the body');
+    Test::More::is(scalar @pieces, 6, 'six pieces, each on the record key\'s slot (hash tag)');
+    Test::More::ok((grep { length(IdempotencyTest::redis_command('GET', $_)) <= $MB + 64 } @pieces) == 6,
+                   'none over the piece size');
+    my $ttl = IdempotencyTest::redis_command('PTTL', $rkey);
+    Test::More::ok((grep { IdempotencyTest::redis_command('PTTL', $_) >= $ttl } @pieces) == 6,
+                   'every piece outlives the record');
+}
+
+sub large_everywhere {
+    new_then_replay('20 MB', '/l/1?kind=noise&size=' . (20 * $MB), 'l-1', 20 * $MB);
+    new_then_replay('compressible 20 MB', '/l/2?size=' . (20 * $MB), 'l-2', 20 * $MB);
+}
+
+# Writes the record of r-1 again, then alters its pieces in Redis with $change.
+sub alter_pieces {
+    my ($change) = @_;
+    my ($rkey, @pieces) = pieces_of('r-1');
+    die "no pieces of r-1\n" unless @pieces;
+    $change->(@pieces);
+}
+
+# A client that reads the status line and leaves while a large response
+# trickles in: the response is still kept, whole, and replayed.
+sub client_gone {
+    my $uri = '/g/1?kind=noise&trickle=0.3&size=' . (8 * $MB);
+    Test::More::is(IdempotencyTest::nginx_post($uri, 'g-1'), 201, 'the client saw the status line, then left');
+    # the capture goes on without the client: a retry meanwhile meets the
+    # claim (409, or a wait for it), never a second execution
+    my $retry;
+    IdempotencyTest::wait_until(sub { $retry = send_post($uri, 'g-1'); $retry->{status} != 409 }, 30);
+    Test::More::is("$retry->{status} " . ($retry->{headers}{'idempotent-replayed'} // '-'), '201 true',
+                   'the retry is a replay');
+    Test::More::is(length $retry->{body}, 8 * $MB, 'of the whole body');
+    Test::More::is(IdempotencyTest::upstream_count('/g/1'), 1, 'executed once');
+}
+
+__DATA__
+
+=== TEST 1: 20 MB responses, incompressible and compressible, are kept in pieces and replayed byte for byte
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+main::large_everywhere()
+--- request
+GET /_count/l/1
+--- error_code: 200
+--- response_body: 1
+--- no_error_log
+[error]
+
+
+
+=== TEST 2: ... and with encryption at rest, each piece sealed
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations('idempotency_encrypt_key ../html/seal.key')
+--- init
+main::new_then_replay('sealed', '/s/1?kind=noise&size=' . (3 * $main::MB + 1), 's-1', 3 * $main::MB + 1)
+--- request
+GET /_count/s/1
+--- error_code: 200
+--- response_body: 1
+--- no_error_log
+[error]
+
+
+
+=== TEST 3: a client that leaves during a large capture does not stop it
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+main::client_gone()
+--- request
+GET /_count/g/1
+--- error_code: 200
+--- response_body: 1
+
+
+
+=== TEST 4: in Redis: a record of version 4, and pieces on its slot that outlive it
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+main::in_redis()
+--- request
+GET /_count/r/1
+--- error_code: 200
+--- response_body: 1
+
+
+
+=== TEST 5: a piece missing: 410, logged, never executed again
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+main::alter_pieces(sub { IdempotencyTest::redis_command('DEL', $_[3]) });
+--- request eval
+"POST /r/1?kind=noise&size=" . (5 * $main::MB + 123) . "\nx"
+--- more_headers
+Idempotency-Key: r-1
+--- error_code: 410
+--- response_headers
+!Idempotent-Replayed
+--- response_body_like: response-unverifiable
+--- error_log eval
+qr/\[error\] .*the record under "idem:[0-9a-f]{64}" is not replayed: its piece 3 of 6 is missing/
+
+
+
+=== TEST 6: a piece of another response put in place of one (stale): 410, never executed again
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+main::new_then_replay('another', '/r/2?kind=noise&size=' . (5 * $main::MB + 123), 'r-2', 5 * $main::MB + 123);
+my (undef, @other) = main::pieces_of('r-2');
+main::alter_pieces(sub { IdempotencyTest::redis_command('SET', $_[1], IdempotencyTest::redis_command('GET', $other[1])) });
+--- request eval
+"POST /r/1?kind=noise&size=" . (5 * $main::MB + 123) . "\nx"
+--- more_headers
+Idempotency-Key: r-1
+--- error_code: 410
+--- response_body_like: response-unverifiable
+--- error_log eval
+qr/\[error\] .*its piece 1 of 6 is missing, of another response, or altered/
+
+
+
+=== TEST 7: ... and neither was executed again
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- request
+GET /_count/r/1
+--- error_code: 200
+--- response_body: 1
+
+
+
+=== TEST 8: a piece size out of bounds is refused by nginx -t
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / { idempotency on; idempotency_piece_size 16k; proxy_pass http://backend; }
+--- must_die
+--- error_log
+"idempotency_piece_size" must be between 64k and 64m
+
+
+
+=== TEST 9: a key prefix whose '}' closes no hash tag is refused where responses may be kept in pieces
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / { idempotency on; idempotency_key_prefix "a}b:"; proxy_pass http://backend; }
+--- must_die
+--- error_log
+"idempotency_key_prefix" "a}b:" has a '}' outside a hash tag
