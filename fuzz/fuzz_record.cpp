@@ -12,10 +12,16 @@
 // open, if at all, into exactly the size it states, and into a plain
 // record of version 1 or 2 that is then checked as above; and a plain
 // response that compresses opens back into the very same bytes.
+// Records of a response kept in pieces (version 4, pieces.hpp) rebuild
+// the same bytes too, and encode from the input's fields and decode back;
+// pieces and looks at them are read from arbitrary bytes without a read
+// outside them.
 //
 //   make fuzz                 (all targets; see the Makefile)
 //   build/fuzz/fuzz_record -max_len=4096 build/fuzz/corpus/fuzz_record
+#include <algorithm>
 #include <cstddef>
+#include <string>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -23,7 +29,9 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
+#include "big_endian.hpp"
 #include "compression.hpp"
+#include "pieces.hpp"
 #include "record.hpp"
 
 namespace {
@@ -113,6 +121,18 @@ void check_round_trip(std::string_view bytes, const Record& record)
         // decode_record hands out no response that must not be sent again
         FUZZ_CHECK(sendable(record.status, headers, trailers));
         const idem::ResponseExtras extras{record.flags, trailers.data(), trailers.size()};
+        if (static_cast<std::uint8_t>(bytes[3]) == idem::record_version_pieces) {
+            FUZZ_CHECK(record.body.empty() && record.pieces.count != 0);
+            const std::size_t size =
+                idem::pieces_record_size(headers.data(), headers.size(), extras, record.pieces.count);
+            FUZZ_CHECK(size == bytes.size());
+            out.resize(size);
+            FUZZ_CHECK(idem::encode_pieces_record(out.data(), record.fingerprint, record.status, headers.data(),
+                                                  headers.size(), extras, record.pieces)
+                       == size);
+            break;
+        }
+        FUZZ_CHECK(record.pieces.count == 0);
         // a version 2 record always has extras, a version 1 record none
         FUZZ_CHECK(extras.any() == (static_cast<std::uint8_t>(bytes[3]) == idem::record_version_extras));
         const std::size_t size =
@@ -146,7 +166,20 @@ void check_record(std::string_view bytes, const Record& record)
 {
     FUZZ_CHECK(bytes.size() >= 3 + 1 + 1 + 32);
     FUZZ_CHECK(std::memcmp(bytes.data(), "IDM", 3) == 0);
-    FUZZ_CHECK(bytes[3] == idem::record_version || bytes[3] == idem::record_version_extras);
+    FUZZ_CHECK(bytes[3] == idem::record_version || bytes[3] == idem::record_version_extras
+               || bytes[3] == idem::record_version_pieces);
+    FUZZ_CHECK(inside(record.pieces.id, bytes));
+    FUZZ_CHECK(inside(record.pieces.stored_sizes, bytes));
+    if (record.pieces.count != 0) {
+        // every piece holds some of the body, the last the rest
+        std::uint64_t total = 0;
+        for (std::uint32_t i = 0; i < record.pieces.count; i++) {
+            FUZZ_CHECK(record.pieces.plain_size(i) != 0 && record.pieces.plain_size(i) <= record.pieces.size);
+            total += record.pieces.plain_size(i);
+            (void)record.pieces.stored_size(i);
+        }
+        FUZZ_CHECK(total == record.pieces.body_size);
+    }
     FUZZ_CHECK(static_cast<std::uint8_t>(bytes[4]) == static_cast<std::uint8_t>(record.kind));
     FUZZ_CHECK(std::memcmp(bytes.data() + 5, record.fingerprint.data(), 32) == 0);
     FUZZ_CHECK(inside(record.token, bytes));
@@ -315,6 +348,59 @@ void check_compression_round_trip(std::string_view bytes, const Record& record)
 
 }  // namespace
 
+// Pieces (pieces.hpp): a piece read from the input keeps its views inside
+// it and rebuilds its head; the input as a look at a list of pieces is
+// read without a read outside it, and a look made from the list passes.
+void check_pieces(std::string_view bytes)
+{
+    if (std::optional<idem::Piece> piece = idem::decode_piece(bytes)) {
+        FUZZ_CHECK(inside(piece->id, bytes) && inside(piece->payload, bytes));
+        char head[idem::piece_head_size];
+        idem::encode_piece_head(head, piece->id, piece->index, piece->form);
+        FUZZ_CHECK(std::memcmp(head, bytes.data(), sizeof head) == 0);
+    }
+    std::string id(idem::pieces_id_size, 'p');
+    std::memcpy(id.data(), bytes.data(), std::min(bytes.size(), id.size()));
+    const std::uint32_t count = 1 + static_cast<std::uint32_t>(bytes.size() % 7);
+    std::string sizes(4 * count, '\0');
+    for (std::uint32_t i = 0; i < count; i++) {
+        idem::put_be<std::uint32_t>(sizes.data() + 4 * i, 100 + i);
+    }
+    idem::PieceList list;
+    list.id = id;
+    list.count = count;
+    list.size = 1000;
+    list.body_size = 1000 * (count - 1) + 1 + bytes.size() % 1000;
+    list.stored_sizes = sizes;
+    FUZZ_CHECK(idem::first_bad_piece(list, bytes, bytes.size() % 2 == 0) <= count);
+    std::string look;
+    for (std::uint32_t i = 0; i < count; i++) {
+        char value[idem::piece_head_size];
+        idem::encode_piece_head(value, id, i, idem::piece_form_plain);
+        char entry[idem::piece_look_entry_size];
+        idem::encode_piece_look(entry, list.stored_size(i), {value, sizeof value});
+        look.append(entry, sizeof entry);
+    }
+    FUZZ_CHECK(idem::first_bad_piece(list, look, false) == count);
+
+    // a record listing them, with the input's first bytes as its headers' names
+    std::vector<Header> headers;
+    if (bytes.size() >= 2) {
+        headers.push_back({bytes.substr(0, 1), bytes.substr(1, bytes.size() % 32)});
+    }
+    const std::size_t size = idem::pieces_record_size(headers.data(), headers.size(), {}, count);
+    FUZZ_CHECK(size != 0);
+    std::vector<char> out(size);
+    FUZZ_CHECK(idem::encode_pieces_record(out.data(), idem::Digest{}, 201, headers.data(), headers.size(), {}, list)
+               == size);
+    std::optional<Record> r = idem::decode_record(std::string_view(out.data(), out.size()));
+    FUZZ_CHECK(r.has_value() == sendable(201, headers));
+    if (r) {
+        FUZZ_CHECK(r->pieces.count == count && r->pieces.id == id && r->pieces.body_size == list.body_size
+                   && r->pieces.stored_sizes == sizes && r->header_count == headers.size());
+    }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     // libFuzzer's buffer is a heap block of exactly `size` bytes: ASan
@@ -327,5 +413,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     check_compressed(bytes);
     check_encode(bytes);
+    check_pieces(bytes);
     return 0;
 }

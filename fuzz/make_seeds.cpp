@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
+#include "big_endian.hpp"
 #include "compression.hpp"
+#include "pieces.hpp"
 #include "live_log.hpp"
 #include "record.hpp"
 
@@ -200,6 +202,26 @@ void record_seeds()
         }
         seed(t, name, packed);
     }
+
+    // a response kept in pieces (version 4): the record listing three
+    std::string sizes;
+    for (std::uint32_t stored : {1048602u, 1048602u, 4242u}) {
+        char be[4];
+        idem::put_be<std::uint32_t>(be, stored);
+        sizes.append(be, 4);
+    }
+    idem::PieceList pieces;
+    pieces.id = "0123456789abcdef";
+    pieces.count = 3;
+    pieces.size = 1048576;
+    pieces.body_size = 2 * 1048576 + 4216;
+    pieces.stored_sizes = sizes;
+    std::string listed(idem::pieces_record_size(typical.data(), typical.size(), {}, 3), '\0');
+    idem::encode_pieces_record(listed.data(), fp, 201, typical.data(), typical.size(), {}, pieces);
+    seed(t, "pieces_record", listed);
+    std::string piece(idem::piece_head_size, '\0');
+    idem::encode_piece_head(piece.data(), pieces.id, 2, idem::piece_form_plain);
+    seed(t, "piece", piece + "the last piece's bytes");
 }
 
 void reply_seeds()

@@ -141,12 +141,13 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     return f;
 }
 
-// A log holds the body up to idempotency_max_response_size, its head, and
-// the frames' overhead; the store's log of a publisher that wrote many
-// small frames may be longer than the body by their overhead.
+// A log holds the body up to idempotency_max_response_size, or to the
+// first piece of a response kept in pieces (the capture cuts it there),
+// its head, and the frames' overhead; the store's log of a publisher that
+// wrote many small frames may be longer than the body by their overhead.
 std::size_t log_limit(const LocConf* conf)
 {
-    return 6 * conf->max_response_size + 2 * max_record_header_bytes + 64 * 1024;
+    return 6 * ngx_min(conf->max_response_size, conf->piece_size) + 2 * max_record_header_bytes + 64 * 1024;
 }
 
 bool reserve(Feed* f, std::size_t more)

@@ -287,8 +287,13 @@ std::size_t inspection_json(std::optional<std::string_view> value, const Inspect
         j.open("response");
         j.field("status").number(record->status);
         j.field("headers").number(record->header_count);
-        j.field("body_bytes").number(static_cast<std::int64_t>(record->body.size()));
+        bool pieces = record->pieces.count != 0;
+        j.field("body_bytes").number(static_cast<std::int64_t>(pieces ? record->pieces.body_size : record->body.size()));
         j.field("trailers").number(record->trailer_count);
+        if (pieces) {  // kept in pieces under keys of their own (pieces.hpp)
+            j.field("pieces").number(record->pieces.count);
+            j.field("piece_size").number(record->pieces.size);
+        }
         j.close();
     }
     if (state == KeyState::unreplayable && record) {

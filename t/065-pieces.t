@@ -16,6 +16,7 @@ use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 use Digest::SHA qw(sha256_hex);
+use JSON::PP ();
 use Time::HiRes ();
 
 master_on();
@@ -35,7 +36,8 @@ run_tests();
 sub locations {
     my (@more) = @_;
     return location_conf('/', 'idempotency on', 'idempotency_piece_size 1m', @more,
-                         'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend');
+                         'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend')
+         . location_conf('/_admin', @more, 'idempotency_admin');
 }
 
 sub send_post {
@@ -87,8 +89,19 @@ sub in_redis {
                    'every piece outlives the record');
 }
 
+# The inspection of $key (the admin endpoint's JSON).
+sub inspect {
+    my ($key) = @_;
+    my $res = IdempotencyTest::read_response(IdempotencyTest::send_request(
+        "GET /_admin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n\r\n"));
+    return eval { JSON::PP::decode_json($res->{body}) } // { body => $res->{body} };
+}
+
 sub large_everywhere {
     new_then_replay('20 MB', '/l/1?kind=noise&size=' . (20 * $MB), 'l-1', 20 * $MB);
+    my $j = inspect('l-1');
+    Test::More::is(join(' ', map { $j->{response}{$_} // '-' } qw(body_bytes pieces piece_size)),
+                   20 * $MB . " 20 $MB", 'the inspection tells the body size and the pieces');
     new_then_replay('compressible 20 MB', '/l/2?size=' . (20 * $MB), 'l-2', 20 * $MB);
 }
 

@@ -9,6 +9,7 @@
 
 #include "big_endian.hpp"
 #include "decide.hpp"
+#include "inspect.hpp"
 #include "pieces.hpp"
 #include "record.hpp"
 #include "redis/cluster.hpp"
@@ -89,6 +90,19 @@ TEST(PiecesRecord, RoundTrip)
     idem::Unusable why;
     EXPECT_EQ(idem::decide_stored(bytes, digest_of(7), decided, why), idem::Outcome::replayed);
     EXPECT_EQ(idem::decide_stored(bytes, digest_of(8), decided, why), idem::Outcome::mismatch);
+}
+
+TEST(PiecesRecord, InspectedWithItsBodySizeAndPieces)
+{
+    std::string bytes = encode(List(3, 1024, 2500), {{"Content-Type", "application/json"}});
+    idem::InspectFacts facts;
+    facts.key_hash = "00";
+    facts.store = "redis";
+    std::string out(idem::inspection_room(5), '\0');
+    out.resize(idem::inspection_json(std::string_view(bytes), facts, out.data(), out.size()));
+    EXPECT_NE(out.find("\"state\":\"stored\""), std::string::npos) << out;
+    EXPECT_NE(out.find("\"body_bytes\":2500,\"trailers\":0,\"pieces\":3,\"piece_size\":1024"), std::string::npos)
+        << out;
 }
 
 TEST(PiecesRecord, TrailersAndFlagsKept)
