@@ -17,6 +17,7 @@ use Test::Nginx::Socket 'no_plan';
 
 use Digest::SHA qw(sha256_hex);
 use JSON::PP ();
+use Compress::Zlib ();
 use Time::HiRes ();
 
 master_on();
@@ -24,6 +25,7 @@ workers(2);
 test_nginx_defaults();
 
 our $KEY_HEX = '6a' x 32;
+$ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
 our $MB = 1024 * 1024;
 
 add_block_preprocessor(sub {
@@ -128,6 +130,36 @@ sub client_gone {
     Test::More::is(IdempotencyTest::upstream_count('/g/1'), 1, 'executed once');
 }
 
+# Among neighbours: a retry over HTTP/2, and one that gzip compresses on
+# the way out, are streamed from the pieces as an HTTP/1.1 one is.
+sub neighbours {
+    my $size = 4 * $MB + 7;
+    my $uri = "/h/1?kind=noise&status=200&size=$size";    # gzip compresses a 200, not a 201
+    my $first = send_post($uri, 'h-1');
+    Test::More::is($first->{status}, 200, 'the original');
+    my $h2 = IdempotencyTest::h2_post($ENV{TEST_NGINX_H2_PORT}, $uri, key => 'h-1', body => 'x',
+                                      max_time => 30);
+    Test::More::is("$h2->{status} " . ($h2->{headers}{'idempotent-replayed'} // '-'), '200 true',
+                   'over HTTP/2: a replay');
+    Test::More::ok(sha256_hex($h2->{body}) eq sha256_hex($first->{body}), 'over HTTP/2: byte for byte');
+    my $gz = IdempotencyTest::read_response(IdempotencyTest::send_request(
+        "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: h-1\r\n"
+        . "Accept-Encoding: gzip\r\nContent-Length: 1\r\n\r\nx"));
+    Test::More::is("$gz->{status} " . ($gz->{headers}{'content-encoding'} // '-'), '200 gzip', 'gzipped: a replay, gzipped')
+        or Test::More::diag(join ', ', map { "$_: $gz->{headers}{$_}" } sort keys %{ $gz->{headers} });
+    my $chunked = $gz->{body};
+    my $body = '';
+    while ($chunked =~ s/\A([0-9a-fA-F]+)\r\n//) {
+        my $n = hex $1;
+        last if $n == 0;
+        $body .= substr($chunked, 0, $n, '');
+        $chunked =~ s/\A\r\n//;
+    }
+    Test::More::ok(sha256_hex(Compress::Zlib::memGunzip($body) // '') eq sha256_hex($first->{body}),
+                   'gzipped: byte for byte once gunzipped');
+    Test::More::is(IdempotencyTest::upstream_count('/h/1'), 1, 'executed once');
+}
+
 __DATA__
 
 === TEST 1: 20 MB responses, incompressible and compressible, are kept in pieces and replayed byte for byte
@@ -176,7 +208,23 @@ GET /_count/g/1
 
 
 
-=== TEST 4: in Redis: a record of version 4, and pieces on its slot that outlive it
+=== TEST 4: a retry over HTTP/2, and one gzip compresses, are streamed from the pieces byte for byte
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+"listen 127.0.0.1:$ENV{TEST_NGINX_H2_PORT} http2;\n" . main::locations('gzip on', 'gzip_types application/octet-stream')
+--- init
+main::neighbours()
+--- request
+GET /_count/h/1
+--- error_code: 200
+--- response_body: 1
+--- no_error_log
+[error]
+
+
+
+=== TEST 5: in Redis: a record of version 4, and pieces on its slot that outlive it
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -191,7 +239,7 @@ GET /_count/r/1
 
 
 
-=== TEST 5: a piece missing: 410, logged, never executed again
+=== TEST 6: a piece missing: 410, logged, never executed again
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -212,7 +260,7 @@ qr/\[error\] .*the record under "idem:[0-9a-f]{64}" is not replayed: its piece 3
 
 
 
-=== TEST 6: a piece of another response put in place of one (stale): 410, never executed again
+=== TEST 7: a piece of another response put in place of one (stale): 410, never executed again
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -233,7 +281,7 @@ qr/\[error\] .*its piece 1 of 6 is missing, of another response, or altered/
 
 
 
-=== TEST 7: ... and neither was executed again
+=== TEST 8: ... and neither was executed again
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -246,7 +294,7 @@ GET /_count/r/1
 
 
 
-=== TEST 8: a piece size out of bounds is refused by nginx -t
+=== TEST 9: a piece size out of bounds is refused by nginx -t
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -257,7 +305,7 @@ location / { idempotency on; idempotency_piece_size 16k; proxy_pass http://backe
 
 
 
-=== TEST 9: a key prefix whose '}' closes no hash tag is refused where responses may be kept in pieces
+=== TEST 10: a key prefix whose '}' closes no hash tag is refused where responses may be kept in pieces
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
