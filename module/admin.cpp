@@ -162,7 +162,7 @@ std::optional<std::string_view> opened(ngx_http_request_t* r, const LocConf* con
         return std::nullopt;
     }
     auto* out = static_cast<char*>(ngx_pnalloc(r->pool, head->plain_size));
-    return out != nullptr ? worker_inflater().inflate(*value, *head, out) : std::nullopt;
+    return out != nullptr ? worker_inflater().inflate(*value, *head, out, location_dictionaries(*conf)) : std::nullopt;
 }
 
 bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::int64_t ttl_ms)

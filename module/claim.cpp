@@ -20,6 +20,7 @@
 
 #include "claim_token.hpp"
 #include "compression.hpp"
+#include "conf_util.hpp"
 #include "feed.hpp"
 #include "key_space.hpp"
 #include "lease.hpp"
@@ -288,9 +289,7 @@ void claim_key(RequestCtx* ctx) noexcept
         ctx->claim.store = store_for(*conf);
     }
     if (ctx->claim.store != nullptr) {
-        ngx_array_t* keys = conf->seal_keys;
-        ClaimWaiter waiter{on_claim, ctx, ctx->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
-                           keys ? keys->nelts : 0, conf->fence, max_plain_record(conf->max_response_size)};
+        ClaimWaiter waiter = location_waiter(*conf, on_claim, ctx, ctx->fingerprint);
         // the lease a grant of this attempt will have (used once the claim is ours)
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
         ctx->claim.pending =
@@ -361,15 +360,15 @@ namespace {
 
 // With idempotency_compress, a response record compressed when that pays
 // (compression.hpp), before it is sealed; else the record as it was.
-RecordBytes compressed(RecordBytes record, ngx_log_t* log) noexcept
+RecordBytes compressed(RecordBytes record, const Dictionaries& dictionaries, ngx_log_t* log) noexcept
 {
     RecordCompressor& compressor = worker_compressor();
     std::string_view plain = record.view();
-    if (plain.size() < min_compressed_plain) {
+    if (plain.size() < min_compressed(dictionaries.first())) {
         return record;
     }
     auto* out = static_cast<char*>(ngx_alloc(RecordCompressor::bound(plain.size()), log));
-    std::size_t size = out != nullptr ? compressor.compress(plain, out) : 0;
+    std::size_t size = out != nullptr ? compressor.compress(plain, out, dictionaries.first()) : 0;
     if (size == 0) {
         ngx_free(out);
         return record;
@@ -434,7 +433,9 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
 {
     ngx_log_t* log = ctx->request->connection->log;
     char marker[unreplayable_size];
-    RecordBytes value = sealed(ctx, ctx->conf->compress ? compressed(std::move(record), log) : std::move(record), marker);
+    RecordBytes value = sealed(
+        ctx, ctx->conf->compress ? compressed(std::move(record), location_dictionaries(*ctx->conf), log) : std::move(record),
+        marker);
     size_t size = value.view().size();
     bool within_lease = ctx->claim.lease != nullptr && ctx->claim.lease->holds(ngx_current_msec);
     std::uint64_t ttl = record_ttl(ctx);

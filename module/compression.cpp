@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <new>
 
 #include "big_endian.hpp"
 
@@ -67,9 +68,50 @@ std::size_t RecordCompressor::bound(std::size_t plain_size) noexcept
     return compressed_prefix_size + ZSTD_compressBound(plain_size);
 }
 
-std::size_t RecordCompressor::compress(std::string_view plain, char* out) noexcept
+ZstdDictionary* ZstdDictionary::create(std::string_view bytes, int level) noexcept
 {
-    if (plain.size() < min_compressed_plain || plain.size() < record_prefix_size + 2 || !has_magic(plain)
+    const unsigned id = ZSTD_getDictID_fromDict(bytes.data(), bytes.size());
+    if (id == 0) {
+        return nullptr;
+    }
+    auto* d = new (std::nothrow) ZstdDictionary;
+    if (d == nullptr) {
+        return nullptr;
+    }
+    d->id_ = id;
+    d->cdict_ = ZSTD_createCDict(bytes.data(), bytes.size(), level);
+    d->ddict_ = ZSTD_createDDict(bytes.data(), bytes.size());
+    if (d->cdict_ == nullptr || d->ddict_ == nullptr) {
+        delete d;
+        return nullptr;
+    }
+    return d;
+}
+
+ZstdDictionary::~ZstdDictionary()
+{
+    ZSTD_freeCDict(static_cast<ZSTD_CDict*>(cdict_));
+    ZSTD_freeDDict(static_cast<ZSTD_DDict*>(ddict_));
+}
+
+const ZstdDictionary* Dictionaries::find(std::uint32_t id) const noexcept
+{
+    for (std::size_t i = 0; i < count; i++) {
+        if (list[i]->id() == id) {
+            return list[i];
+        }
+    }
+    return nullptr;
+}
+
+std::uint32_t frame_dictionary(std::string_view frame) noexcept
+{
+    return ZSTD_getDictID_fromFrame(frame.data(), frame.size());
+}
+
+std::size_t RecordCompressor::compress(std::string_view plain, char* out, const ZstdDictionary* dictionary) noexcept
+{
+    if (plain.size() < min_compressed(dictionary) || plain.size() < record_prefix_size + 2 || !has_magic(plain)
         || static_cast<RecordKind>(plain[kind_at]) != RecordKind::response
         || (static_cast<unsigned char>(plain[version_at]) != record_version
             && static_cast<unsigned char>(plain[version_at]) != record_version_extras)
@@ -77,7 +119,8 @@ std::size_t RecordCompressor::compress(std::string_view plain, char* out) noexce
         return 0;
     }
     const std::string_view inner = plain.substr(record_prefix_size);
-    const std::size_t n = compress_frame(inner, out + compressed_prefix_size, ZSTD_compressBound(inner.size()));
+    const std::size_t n =
+        compress_frame(inner, out + compressed_prefix_size, ZSTD_compressBound(inner.size()), dictionary);
     if (n == 0) {
         return 0;
     }
@@ -99,7 +142,8 @@ std::size_t RecordCompressor::frame_bound(std::size_t size) noexcept
     return ZSTD_compressBound(size);
 }
 
-std::size_t RecordCompressor::compress_frame(std::string_view in, char* out, std::size_t room) noexcept
+std::size_t RecordCompressor::compress_frame(std::string_view in, char* out, std::size_t room,
+                                             const ZstdDictionary* dictionary) noexcept
 {
     if (cctx_ == nullptr) {
         ZSTD_CCtx* cctx = ZSTD_createCCtx();
@@ -110,12 +154,19 @@ std::size_t RecordCompressor::compress_frame(std::string_view in, char* out, std
         }
         cctx_ = cctx;
     }
-    const std::size_t n = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), out, room, in.data(), in.size());
-    if (ZSTD_isError(n)) {
-        ZSTD_CCtx_reset(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_reset_session_only);
+    auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
+    const auto* cdict = static_cast<const ZSTD_CDict*>(dictionary != nullptr ? dictionary->cdict() : nullptr);
+    if (ZSTD_isError(ZSTD_CCtx_refCDict(cctx, cdict))) {
         return 0;
     }
-    return n;
+    const std::size_t n = ZSTD_compress2(cctx, out, room, in.data(), in.size());
+    if (ZSTD_isError(n)) {
+        ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+    }
+    if (cdict != nullptr) {
+        ZSTD_CCtx_refCDict(cctx, nullptr);  // the next frame without it, unless asked
+    }
+    return ZSTD_isError(n) ? 0 : n;
 }
 
 RecordInflater::~RecordInflater()
@@ -124,9 +175,9 @@ RecordInflater::~RecordInflater()
 }
 
 std::optional<std::string_view> RecordInflater::inflate(std::string_view record, const CompressedHead& head,
-                                                         char* out) noexcept
+                                                         char* out, const Dictionaries& dictionaries) noexcept
 {
-    if (!inflate_frame(head.frame, out + record_prefix_size, head.plain_size - record_prefix_size)) {
+    if (!inflate_frame(head.frame, out + record_prefix_size, head.plain_size - record_prefix_size, dictionaries)) {
         return std::nullopt;
     }
     const std::size_t inner_size = head.plain_size - record_prefix_size;
@@ -139,7 +190,8 @@ std::optional<std::string_view> RecordInflater::inflate(std::string_view record,
     return std::string_view(out, head.plain_size);
 }
 
-bool RecordInflater::inflate_frame(std::string_view frame, char* out, std::size_t size) noexcept
+bool RecordInflater::inflate_frame(std::string_view frame, char* out, std::size_t size,
+                                   const Dictionaries& dictionaries) noexcept
 {
     if (dctx_ == nullptr) {
         dctx_ = ZSTD_createDCtx();
@@ -152,7 +204,17 @@ bool RecordInflater::inflate_frame(std::string_view frame, char* out, std::size_
     if (declared != size || ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size()) {
         return false;
     }
-    const std::size_t n = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, size, frame.data(), frame.size());
+    // a frame made with a dictionary opens with that one only
+    const std::uint32_t id = frame_dictionary(frame);
+    const ZstdDictionary* dictionary = id != 0 ? dictionaries.find(id) : nullptr;
+    if (id != 0 && dictionary == nullptr) {
+        return false;
+    }
+    const std::size_t n =
+        dictionary != nullptr
+            ? ZSTD_decompress_usingDDict(static_cast<ZSTD_DCtx*>(dctx_), out, size, frame.data(), frame.size(),
+                                         static_cast<const ZSTD_DDict*>(dictionary->ddict()))
+            : ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, size, frame.data(), frame.size());
     if (ZSTD_isError(n) || n != size) {
         ZSTD_DCtx_reset(static_cast<ZSTD_DCtx*>(dctx_), ZSTD_reset_session_only);
         return false;

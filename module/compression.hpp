@@ -27,6 +27,8 @@
 
 namespace idem {
 
+class ZstdDictionary;
+
 constexpr std::uint8_t compressed_form_zstd = 1;
 // the record's prefix, then status form plain_version plain_size
 constexpr std::size_t compressed_prefix_size = record_prefix_size + 2 + 1 + 1 + 4;
@@ -48,6 +50,12 @@ std::optional<CompressedHead> compressed_head(std::string_view bytes, RecordFlaw
 // record of at least min_plain bytes whose compressed form saves at least
 // a sixteenth of it and min_saving bytes (docs/performance.md#compressed-records).
 constexpr std::size_t min_compressed_plain = 512;
+// ... at least this with a dictionary, which makes small records pay
+constexpr std::size_t min_compressed_plain_with_dictionary = 128;
+constexpr std::size_t min_compressed(const ZstdDictionary* dictionary) noexcept
+{
+    return dictionary != nullptr ? min_compressed_plain_with_dictionary : min_compressed_plain;
+}
 constexpr std::size_t min_compression_saving = 64;
 constexpr bool compression_pays(std::size_t plain, std::size_t packed) noexcept
 {
@@ -56,6 +64,44 @@ constexpr bool compression_pays(std::size_t plain, std::size_t packed) noexcept
 // zstd's level for records: 1, as fast as any and as small as level 3 on
 // JSON (docs/performance.md#compressed-records).
 constexpr int record_compression_level = 1;
+
+// A zstd dictionary (idempotency_compress_dictionary): made from a
+// dictionary file as `zstd --train` writes it, which names itself with an
+// id that every frame compressed with it carries. The dictionary primes
+// zstd with what a location's responses have in common, so that a small
+// record compresses as well as a large one (docs/performance.md#dictionaries).
+class ZstdDictionary {
+public:
+    // nullptr when `bytes` is not a zstd dictionary with an id (a raw
+    // content dictionary has none), or out of memory.
+    static ZstdDictionary* create(std::string_view bytes, int level) noexcept;
+    ~ZstdDictionary();
+    ZstdDictionary(const ZstdDictionary&) = delete;
+    ZstdDictionary& operator=(const ZstdDictionary&) = delete;
+
+    std::uint32_t id() const noexcept { return id_; }
+    const void* cdict() const noexcept { return cdict_; }
+    const void* ddict() const noexcept { return ddict_; }
+
+private:
+    ZstdDictionary() noexcept = default;
+    std::uint32_t id_ = 0;
+    void* cdict_ = nullptr;  // ZSTD_CDict
+    void* ddict_ = nullptr;  // ZSTD_DDict
+};
+
+// The dictionaries a reader has: any of them opens the frames made with
+// it; the first is the one new records are compressed with.
+struct Dictionaries {
+    ZstdDictionary* const* list = nullptr;
+    std::size_t count = 0;
+
+    const ZstdDictionary* find(std::uint32_t id) const noexcept;
+    const ZstdDictionary* first() const noexcept { return count != 0 ? list[0] : nullptr; }
+};
+
+// The id of the dictionary a frame was compressed with; 0: none.
+std::uint32_t frame_dictionary(std::string_view frame) noexcept;
 
 class RecordCompressor {
 public:
@@ -70,12 +116,14 @@ public:
     // 1 or 2) to `out` (room for bound(plain.size())); its size, or 0 when
     // it is not worth keeping (the rule above), `plain` is not a response
     // record, or zstd fails (out of memory): the plain record is kept then.
-    std::size_t compress(std::string_view plain, char* out) noexcept;
+    // With `dictionary`, the frame is made with it.
+    std::size_t compress(std::string_view plain, char* out, const ZstdDictionary* dictionary = nullptr) noexcept;
 
     // One zstd frame (with its checksum) of `in`, written to `out` (room
     // for frame_bound(in.size())); its size, 0 when zstd fails.
     static std::size_t frame_bound(std::size_t size) noexcept;
-    std::size_t compress_frame(std::string_view in, char* out, std::size_t room) noexcept;
+    std::size_t compress_frame(std::string_view in, char* out, std::size_t room,
+                               const ZstdDictionary* dictionary = nullptr) noexcept;
 
 private:
     int level_;
@@ -92,12 +140,14 @@ public:
     // Opens a compressed record into `out` (room for head.plain_size): the
     // plain record's bytes, or nullopt when the frame does not open into
     // exactly what the head says (altered, cut short, a checksum that does
-    // not match).
-    std::optional<std::string_view> inflate(std::string_view record, const CompressedHead& head, char* out) noexcept;
+    // not match, a dictionary it was made with that `dictionaries` lacks).
+    std::optional<std::string_view> inflate(std::string_view record, const CompressedHead& head, char* out,
+                                            const Dictionaries& dictionaries = {}) noexcept;
 
     // Opens one zstd frame into exactly `size` bytes at `out`; false when
     // it is not one frame declaring that size, or does not open into it.
-    bool inflate_frame(std::string_view frame, char* out, std::size_t size) noexcept;
+    bool inflate_frame(std::string_view frame, char* out, std::size_t size,
+                       const Dictionaries& dictionaries = {}) noexcept;
 
 private:
     void* dctx_ = nullptr;  // ZSTD_DCtx, made on first use

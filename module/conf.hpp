@@ -85,6 +85,7 @@ struct LocConf {
     size_t piece_size;                    // idempotency_piece_size: a larger response is kept in pieces (pieces.hpp)
     ngx_flag_t store_errors;
     ngx_flag_t compress;  // idempotency_compress: responses kept compressed (compression.hpp)
+    ngx_array_t* dictionaries;            // idempotency_compress_dictionary: of ZstdDictionary*, compressing one first
     const ReleaseStatuses* release_statuses;  // idempotency_release_statuses
     ngx_flag_t fail_open;
     ngx_str_t upstream_control;           // idempotency_upstream_control: the upstream's response header; empty: off

@@ -3,6 +3,7 @@
 #include "conf_util.hpp"
 
 #include "conf.hpp"
+#include "compression.hpp"
 #include "pieces.hpp"
 
 namespace idem {
@@ -82,6 +83,74 @@ bool check_pieces(ngx_conf_t* cf, const LocConf* conf)
         return false;
     }
     return true;
+}
+
+namespace {
+
+constexpr std::size_t max_dictionary_size = 1024 * 1024;
+
+void free_dictionary(void* data)
+{
+    delete static_cast<ZstdDictionary*>(data);
+}
+
+}  // namespace
+
+char* set_compress_dictionary(ngx_conf_t* cf, ngx_command_t*, void* conf)
+{
+    auto* lcf = static_cast<LocConf*>(conf);
+    if (lcf->dictionaries != NGX_CONF_UNSET_PTR) {
+        return const_cast<char*>("is duplicate");
+    }
+    lcf->dictionaries = ngx_array_create(cf->pool, cf->args->nelts - 1, sizeof(ZstdDictionary*));
+    auto* buf = static_cast<u_char*>(ngx_alloc(max_dictionary_size + 1, cf->log));
+    if (lcf->dictionaries == nullptr || buf == nullptr) {
+        ngx_free(buf);
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
+    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
+    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
+        ngx_str_t path = args[i];
+        ssize_t n = 0;
+        if (!read_config_file(cf, "idempotency_compress_dictionary", "", path, buf, max_dictionary_size + 1, n)) {
+            ngx_free(buf);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        ZstdDictionary* d = n > 0 && static_cast<size_t>(n) <= max_dictionary_size
+                                ? ZstdDictionary::create({reinterpret_cast<char*>(buf), static_cast<size_t>(n)},
+                                                         record_compression_level)
+                                : nullptr;
+        ngx_pool_cleanup_t* cln = d != nullptr ? ngx_pool_cleanup_add(cf->pool, 0) : nullptr;
+        auto* slot = static_cast<ZstdDictionary**>(cln != nullptr ? ngx_array_push(lcf->dictionaries) : nullptr);
+        if (slot == nullptr) {
+            delete d;
+            ngx_free(buf);
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"idempotency_compress_dictionary\": \"%V\" is not a zstd dictionary of at most 1m "
+                               "(one made by \"zstd --train\", which has an id)", &path);
+            return static_cast<char*>(NGX_CONF_ERROR);
+        }
+        cln->handler = free_dictionary;
+        cln->data = d;
+        *slot = d;
+        for (ngx_uint_t j = 0; j + 1 < lcf->dictionaries->nelts; j++) {
+            if (static_cast<ZstdDictionary**>(lcf->dictionaries->elts)[j]->id() == d->id()) {
+                ngx_free(buf);
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "\"idempotency_compress_dictionary\": \"%V\" has the id %uD of a dictionary "
+                                   "named before it", &path, d->id());
+                return static_cast<char*>(NGX_CONF_ERROR);
+            }
+        }
+    }
+    ngx_free(buf);
+    return NGX_CONF_OK;
+}
+
+Dictionaries location_dictionaries(const LocConf& conf) noexcept
+{
+    const ngx_array_t* a = conf.dictionaries;
+    return a != nullptr ? Dictionaries{static_cast<ZstdDictionary* const*>(a->elts), a->nelts} : Dictionaries{};
 }
 
 }  // namespace idem

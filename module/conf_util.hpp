@@ -43,4 +43,10 @@ struct LocConf;
 // False, said (naming the directive), when it does not hold.
 bool check_pieces(ngx_conf_t* cf, const LocConf* conf);
 
+// idempotency_compress_dictionary FILE ...: the first file's dictionary
+// compresses new records, all of them open records (compression.hpp).
+char* set_compress_dictionary(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
+struct Dictionaries;
+Dictionaries location_dictionaries(const LocConf& conf) noexcept;
+
 }  // namespace idem

@@ -75,6 +75,8 @@ const char* unusable_reason(Unusable why) noexcept
     case Unusable::compressed: return "it is compressed, and was not opened";
     case Unusable::broken_frame: return "its compressed form does not open (altered or cut short)";
     case Unusable::too_large: return "it opens into more than idempotency_max_response_size allows here";
+    case Unusable::unknown_dictionary:
+        return "it was compressed with a dictionary that is not among this location's idempotency_compress_dictionary";
     }
     return "";
 }
@@ -100,8 +102,9 @@ Outcome decide_at_rest(std::string_view key, std::string_view& value, const Secr
     return decide_stored(value, fingerprint, record, why);
 }
 
-Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, std::size_t max_plain, char* out,
-                        const Digest& fingerprint, Record& record, Unusable& why) noexcept
+Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, const Dictionaries& dictionaries,
+                        std::size_t max_plain, char* out, const Digest& fingerprint, Record& record,
+                        Unusable& why) noexcept
 {
     std::optional<CompressedHead> head = compressed_head(value);
     if (!head) {
@@ -112,7 +115,12 @@ Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, std::
         why = Unusable::too_large;
         return Outcome::unverifiable;
     }
-    std::optional<std::string_view> plain = inflater.inflate(value, *head, out);
+    const std::uint32_t dictionary = frame_dictionary(head->frame);
+    if (dictionary != 0 && dictionaries.find(dictionary) == nullptr) {
+        why = Unusable::unknown_dictionary;
+        return Outcome::unverifiable;
+    }
+    std::optional<std::string_view> plain = inflater.inflate(value, *head, out, dictionaries);
     if (!plain) {
         why = Unusable::broken_frame;
         return Outcome::unverifiable;

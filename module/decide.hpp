@@ -15,7 +15,7 @@ namespace idem {
 // (decide_inflated) before it is decided.
 enum class Unusable {
     no, not_a_record, plain, no_keys, unknown_key, altered, bad_status, bad_header_name, bad_header_value,
-    newer_version, compressed, broken_frame, too_large
+    newer_version, compressed, broken_frame, too_large, unknown_dictionary
 };
 const char* unusable_reason(Unusable why) noexcept;
 
@@ -40,8 +40,12 @@ Outcome decide_at_rest(std::string_view key, std::string_view& value, const Secr
 // `max_plain`), then decided: `value` views the plain record. One that does
 // not open, or would open into more than `max_plain` bytes, is
 // unverifiable: never replayed as something else, never executed again.
+// One compressed with a dictionary (idempotency_compress_dictionary) that
+// is not among `dictionaries` is unverifiable too (Unusable::unknown_dictionary).
 class RecordInflater;
-Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, std::size_t max_plain, char* out,
-                        const Digest& fingerprint, Record& record, Unusable& why) noexcept;
+struct Dictionaries;
+Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, const Dictionaries& dictionaries,
+                        std::size_t max_plain, char* out, const Digest& fingerprint, Record& record,
+                        Unusable& why) noexcept;
 
 }  // namespace idem

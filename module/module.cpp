@@ -70,6 +70,7 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_piece_size"), NGX_CONF_TAKE1, ngx_conf_set_size_slot, offsetof(LocConf, piece_size)),
     directive(ngx_string("idempotency_store_errors"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, store_errors)),
     directive(ngx_string("idempotency_compress"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, compress)),
+    directive(ngx_string("idempotency_compress_dictionary"), NGX_CONF_1MORE, set_compress_dictionary),
     directive(ngx_string("idempotency_release_statuses"), NGX_CONF_1MORE, set_release_statuses),
     directive(ngx_string("idempotency_upstream_control"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, upstream_control)),
     directive(ngx_string("idempotency_replayed_header"), NGX_CONF_TAKE1, set_header_name_or_off, offsetof(LocConf, replayed_header)),
@@ -235,6 +236,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->piece_size = NGX_CONF_UNSET_SIZE;
     conf->store_errors = NGX_CONF_UNSET;
     conf->compress = NGX_CONF_UNSET;
+    conf->dictionaries = static_cast<ngx_array_t*>(NGX_CONF_UNSET_PTR);
     conf->release_statuses = static_cast<const ReleaseStatuses*>(NGX_CONF_UNSET_PTR);
     conf->fail_open = NGX_CONF_UNSET;
     return conf;
@@ -276,6 +278,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     ngx_conf_merge_size_value(conf->piece_size, prev->piece_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);
     ngx_conf_merge_value(conf->compress, prev->compress, 1);
+    ngx_conf_merge_ptr_value(conf->dictionaries, prev->dictionaries, nullptr);
     static constexpr ReleaseStatuses not_executed = ReleaseStatuses::of({401, 403, 408, 425, 429});
     ngx_conf_merge_ptr_value(conf->release_statuses, prev->release_statuses, &not_executed);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);

@@ -57,7 +57,7 @@ void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_
             answer(Outcome::unavailable);
             return;
         }
-        outcome = decide_inflated(value, worker_inflater(), max_plain, plain, fingerprint, record, why);
+        outcome = decide_inflated(value, worker_inflater(), dictionaries, max_plain, plain, fingerprint, record, why);
         if (plain != nullptr && value.data() == plain) {
             opened = RecordBytes::owned(plain, {});
             room = plain;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "compression.hpp"
 #include "lease.hpp"
 #include "ngx.hpp"
 #include "outcome.hpp"
@@ -82,8 +83,6 @@ struct PeekOp {
 
 // The worker's zstd contexts for compressed records and pieces
 // (compression.hpp), kept from one record to the next.
-class RecordInflater;
-class RecordCompressor;
 RecordInflater& worker_inflater() noexcept;
 RecordCompressor& worker_compressor() noexcept;
 
@@ -97,6 +96,7 @@ struct ClaimWaiter {
     std::size_t key_count;
     bool fence;              // a granted claim draws its fence (docs/design.md#the-fence)
     std::size_t max_plain;   // the largest record a compressed one may open into (max_plain_record)
+    Dictionaries dictionaries;  // idempotency_compress_dictionary: what compressed records may need
 
     void answer(Outcome outcome) const noexcept;
     void granted(std::uint64_t fence) const noexcept;

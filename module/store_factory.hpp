@@ -13,4 +13,9 @@ namespace idem {
 // claims now. Chosen once per request.
 Store* store_for(const LocConf& conf) noexcept;
 
+// Who waits for a claim in a location (`callback` with `data`), and how
+// what it finds is judged there: its fingerprint, the location's keys and
+// dictionaries, its fence and its largest record.
+ClaimWaiter location_waiter(const LocConf& conf, ClaimCallback callback, void* data, const Digest& fingerprint) noexcept;
+
 }  // namespace idem

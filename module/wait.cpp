@@ -9,6 +9,7 @@
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "request_ctx.hpp"
+#include "store_factory.hpp"
 #include "timing.hpp"
 
 namespace idem {
@@ -214,9 +215,7 @@ void look(WaitGroup* g) noexcept
     std::memcpy(g->claim, first->claim.record.data, g->claim_len);
     g->looked = ngx_current_msec;
     g->lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
-    ngx_array_t* keys = conf->seal_keys;
-    ClaimWaiter waiter{on_look_answer, g, g->fingerprint, keys ? static_cast<SecretKey*>(keys->elts) : nullptr,
-                       keys ? keys->nelts : 0, conf->fence, max_plain_record(conf->max_response_size)};
+    ClaimWaiter waiter = location_waiter(*conf, on_look_answer, g, g->fingerprint);
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0,
                    "idempotency: looking again at \"%*s\" for %ui waiting requests", g->key.size(), g->key.data(),
                    g->size);

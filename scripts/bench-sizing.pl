@@ -3,7 +3,9 @@
 # (docs/performance.md#sizing), for realistic bodies (scripts/Bodies.pm): a
 # 300 B JSON acknowledgement, a 2 KB payment object, a 20 KB list, a
 # 256 KB document and a 50 KB event-stream transcript, each kept plain
-# (idempotency_compress off) and compressed. scripts/bench.sh runs it
+# (idempotency_compress off) and compressed, and the two small JSON kinds
+# also with a dictionary trained on 300 other objects of each
+# (scripts/train-dictionary.sh). scripts/bench.sh runs it
 # (`make bench`); also runnable alone.
 #
 #   scripts/bench-sizing.pl [--quick] [--out FILE] [--keep]
@@ -70,6 +72,20 @@ for my $b (@BODIES) {
 chmod 0755, "$dir/static";
 chmod 0644, glob "$dir/static/*";
 
+# A dictionary for the small JSON kinds (idempotency_compress_dictionary),
+# trained on 300 other objects of each (other seeds than the ones served).
+my @DICTIONARY_KINDS = qw(ack payment);
+mkdir "$dir/samples" or die "$dir/samples: $!\n";
+for my $b (grep { my $k = $_->[0]; grep { $_ eq $k } @DICTIONARY_KINDS } @BODIES) {
+    for my $seed (1 .. 300) {
+        my ($body) = Bodies::body($b->[0], $b->[1], $seed);
+        open my $fh, '>', "$dir/samples/$b->[0]-$seed" or die "$dir/samples: $!\n";
+        print {$fh} $body;
+        close $fh;
+    }
+}
+system("$FindBin::Bin/train-dictionary.sh", "$dir/api.dict", "$dir/samples") == 0 or die "no dictionary\n";
+
 my $loc = sub {
     my ($path, @d) = @_;
     return join "\n", "location $path {", (map {"    $_;"} 'idempotency on', 'idempotency_scope ""',
@@ -82,8 +98,10 @@ my $start_gateway = sub { Idem::Nginx::nginx_start('sizing', workers => 1, ports
           . "idempotency_redis 127.0.0.1:$redis_port;\n" . 'idempotency_zone zone=sizing:' . ZONE_MB . "m;\n" },
     server => join "\n", 'server_name localhost;', 'proxy_http_version 1.1;', 'proxy_set_header Connection "";',
         $loc->('/redis/compressed/'), $loc->('/redis/plain/', 'idempotency_compress off'),
+        $loc->('/redis/dictionary/', "idempotency_compress_dictionary $dir/api.dict"),
         $loc->('/zone/compressed/', 'idempotency_store zone=sizing'),
         $loc->('/zone/plain/', 'idempotency_store zone=sizing', 'idempotency_compress off'),
+        $loc->('/zone/dictionary/', 'idempotency_store zone=sizing', "idempotency_compress_dictionary $dir/api.dict"),
         'location = /metrics { idempotency_metrics; }') };
 my $gw = $start_gateway->();
 
@@ -127,6 +145,13 @@ sub metric {
 sub redis { Idem::Redis::redis_command(@_) }
 sub used_memory { redis('INFO', 'memory') =~ /^used_memory:(\d+)/m ? $1 : die "no used_memory\n" }
 
+# The forms a kind is kept in: plain, compressed, and with the dictionary
+# for the kinds it was trained for.
+sub forms {
+    my ($kind) = @_;
+    return ('plain', 'compressed', (grep { $_ eq $kind } @DICTIONARY_KINDS) ? ('dictionary') : ());
+}
+
 # Writes $n copies of $value under fresh store keys with expiry $px, pipelined.
 sub fill_redis {
     my ($value, $px, $n, $tag) = @_;
@@ -155,7 +180,7 @@ my (@redis_rows, @zone_rows, %per);
 my $tag = 0;
 for my $b (@BODIES) {
     my ($kind, $size, $label) = @$b;
-    for my $form (qw(plain compressed)) {
+    for my $form (forms($kind)) {
         redis('FLUSHALL');
         my ($status) = http('POST', "/redis/$form/$kind", "sizing-$kind-$form");
         die "$kind $form: $status\n" unless $status == 200;
@@ -184,7 +209,7 @@ for my $b (@BODIES) {
 
 for my $b (@BODIES) {
     my ($kind, $size, $label) = @$b;
-    for my $form (qw(plain compressed)) {
+    for my $form (forms($kind)) {
         # a fresh zone each time: a new configuration generation would keep
         # the old zone; a restart of the gateway's nginx empties it
         Idem::Nginx::nginx_stop($gw);
@@ -213,19 +238,19 @@ Idem::Nginx::nginx_stop($gw);
 my $report = '';
 $report .= "**Redis** (redis-server " . (redis('INFO', 'server') =~ /^redis_version:(\S+)/m ? $1 : '?')
          . ", jemalloc): `used_memory` after N records of the module's own bytes under fresh keys with their expiry, less before, ÷ N.\n\n";
-$report .= "| response | record | record bytes | N | Redis bytes per record | compressed ÷ plain |\n|---|---|---:|---:|---:|---:|\n";
+$report .= "| response | record | record bytes | N | Redis bytes per record | ÷ plain |\n|---|---|---:|---:|---:|---:|\n";
 for my $r (@redis_rows) {
     my ($label, $form, $len, $n, $per) = @$r;
     my ($kind) = map { $_->[0] } grep { $_->[2] eq $label } @BODIES;
-    my $ratio = $form eq 'compressed' ? sprintf('%.2f', $per / $per{redis}{$kind}{plain}) : '';
+    my $ratio = $form ne 'plain' ? sprintf('%.2f', $per / $per{redis}{$kind}{plain}) : '';
     $report .= sprintf "| %s | %s | %d | %d | %.0f | %s |\n", $label, $form, $len, $n, $per, $ratio;
 }
 $report .= "\n**Zone store** (" . ZONE_MB . " MB zones): the zone's size over the responses it held before it had no room for one more.\n\n";
-$report .= "| response | record | records in " . ZONE_MB . " MB | zone bytes per record | compressed ÷ plain |\n|---|---|---:|---:|---:|\n";
+$report .= "| response | record | records in " . ZONE_MB . " MB | zone bytes per record | ÷ plain |\n|---|---|---:|---:|---:|\n";
 for my $r (@zone_rows) {
     my ($label, $form, $stored, $per) = @$r;
     my ($kind) = map { $_->[0] } grep { $_->[2] eq $label } @BODIES;
-    my $ratio = $form eq 'compressed' ? sprintf('%.2f', $per / $per{zone}{$kind}{plain}) : '';
+    my $ratio = $form ne 'plain' ? sprintf('%.2f', $per / $per{zone}{$kind}{plain}) : '';
     $report .= sprintf "| %s | %s | %d | %.0f | %s |\n", $label, $form, $stored, $per, $ratio;
 }
 if ($out) {

@@ -64,6 +64,7 @@ location / {
     idempotency on;
     idempotency_lock_ttl 3s;
     idempotency_max_response_size 4m;
+    idempotency_piece_size 4m;  # one record, not pieces: its store is what is tried again
     proxy_pass http://backend;
 }
 --- init
@@ -91,6 +92,7 @@ location / {
     idempotency on;
     idempotency_lock_ttl 3s;
     idempotency_max_response_size 4m;
+    idempotency_piece_size 4m;  # one record, not pieces: its store is what is tried again
     proxy_pass http://backend;
 }
 --- init

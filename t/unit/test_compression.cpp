@@ -3,7 +3,9 @@
 // skipped, and refusal of anything that does not open into exactly the
 // record it stands for; and decide_inflated's answers.
 #include <gtest/gtest.h>
+#include <zdict.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@ using idem::CompressedHead;
 using idem::Digest;
 using idem::Header;
 using idem::Outcome;
+using idem::Record;
 using idem::Unusable;
 
 Digest digest_of(std::uint8_t first)
@@ -177,7 +180,7 @@ TEST(Compression, DecideInflated)
 
     std::string out(plain.size(), '\0');
     std::string_view value = packed;
-    EXPECT_EQ(idem::decide_inflated(value, inflater, plain.size(), out.data(), digest_of(7), record, why),
+    EXPECT_EQ(idem::decide_inflated(value, inflater, {}, plain.size(), out.data(), digest_of(7), record, why),
               Outcome::replayed);
     EXPECT_EQ(why, Unusable::no);
     EXPECT_EQ(value, plain);
@@ -186,14 +189,14 @@ TEST(Compression, DecideInflated)
 
     // over what this location keeps: refused, not opened
     value = packed;
-    EXPECT_EQ(idem::decide_inflated(value, inflater, plain.size() - 1, nullptr, digest_of(7), record, why),
+    EXPECT_EQ(idem::decide_inflated(value, inflater, {}, plain.size() - 1, nullptr, digest_of(7), record, why),
               Outcome::unverifiable);
     EXPECT_EQ(why, Unusable::too_large);
     // altered: unverifiable, `value` unchanged
     std::string bad = packed;
     bad[bad.size() - 2] ^= 1;
     value = bad;
-    EXPECT_EQ(idem::decide_inflated(value, inflater, plain.size(), out.data(), digest_of(7), record, why),
+    EXPECT_EQ(idem::decide_inflated(value, inflater, {}, plain.size(), out.data(), digest_of(7), record, why),
               Outcome::unverifiable);
     EXPECT_EQ(why, Unusable::broken_frame);
     EXPECT_EQ(value.data(), bad.data());
@@ -202,6 +205,78 @@ TEST(Compression, DecideInflated)
     form[39] = '\x07';
     EXPECT_EQ(idem::decide_stored(form, digest_of(7), record, why), Outcome::unverifiable);
     EXPECT_EQ(why, Unusable::newer_version);
+}
+
+// A dictionary trained, as `zstd --train` does, on other records' bodies
+// of the same shape (payment objects with random ids).
+std::string trained_dictionary()
+{
+    std::string samples;
+    std::vector<std::size_t> sizes;
+    for (unsigned i = 0; i < 600; ++i) {
+        std::string body = "{\"id\":\"pi_" + std::to_string(i * 2654435761u) + "\",\"object\":\"payment_intent\",\"amount\":"
+                           + std::to_string(i * 37 % 90000) + ",\"currency\":\"eur\",\"status\":\"succeeded\","
+                           "\"customer\":\"cus_" + std::to_string(i * 40503u) + "\",\"metadata\":{\"order\":\""
+                           + std::to_string(i) + "\"}}";
+        samples += body;
+        sizes.push_back(body.size());
+    }
+    std::string dict(8192, '\0');
+    std::size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), samples.data(), sizes.data(),
+                                          static_cast<unsigned>(sizes.size()));
+    EXPECT_FALSE(ZDICT_isError(n)) << ZDICT_getErrorName(n);
+    dict.resize(ZDICT_isError(n) ? 0 : n);
+    return dict;
+}
+
+TEST(Dictionary, SmallRecordsCompressWithItAndOpenOnlyWithIt)
+{
+    std::string bytes = trained_dictionary();
+    std::unique_ptr<idem::ZstdDictionary> d(idem::ZstdDictionary::create(bytes, idem::record_compression_level));
+    ASSERT_TRUE(d);
+    EXPECT_NE(d->id(), 0u);
+    EXPECT_FALSE(idem::ZstdDictionary::create("raw bytes, no dictionary header", 1));
+
+    const std::string plain =
+        response(201, "{\"id\":\"pi_98765432101\",\"object\":\"payment_intent\",\"amount\":4200,\"currency\":\"eur\","
+                      "\"status\":\"succeeded\",\"customer\":\"cus_1234567\",\"metadata\":{\"order\":\"9999\"}}");
+    idem::RecordCompressor c(idem::record_compression_level);
+    std::string without = compress(c, plain);  // under 512 bytes: not tried without one
+    EXPECT_TRUE(without.empty());
+    std::string with(idem::RecordCompressor::bound(plain.size()), '\0');
+    with.resize(c.compress(plain, with.data(), d.get()));
+    ASSERT_FALSE(with.empty());
+    EXPECT_LT(with.size(), plain.size() * 3 / 4) << plain.size() << " -> " << with.size();
+    std::optional<CompressedHead> head = idem::compressed_head(with);
+    ASSERT_TRUE(head);
+    EXPECT_EQ(idem::frame_dictionary(head->frame), d->id());
+
+    // the compressor forgets it for the next record
+    std::string large = response(201, json_body(3000));
+    std::string next = compress(c, large);
+    ASSERT_TRUE(idem::compressed_head(next));
+    EXPECT_EQ(idem::frame_dictionary(idem::compressed_head(next)->frame), 0u);
+
+    idem::ZstdDictionary* list[] = {d.get()};
+    const idem::Dictionaries have{list, 1};
+    idem::RecordInflater inflater;
+    std::string out(head->plain_size, '\0');
+    std::optional<std::string_view> opened = inflater.inflate(with, *head, out.data(), have);
+    ASSERT_TRUE(opened);
+    EXPECT_EQ(*opened, plain);
+    // without it: never opened as something else
+    EXPECT_FALSE(inflater.inflate(with, *head, out.data()));
+    Record record{};
+    Unusable why = Unusable::no;
+    std::string_view value = with;
+    EXPECT_EQ(idem::decide_inflated(value, inflater, {}, plain.size(), out.data(), digest_of(7), record, why),
+              Outcome::unverifiable);
+    EXPECT_EQ(why, Unusable::unknown_dictionary);
+    EXPECT_NE(std::string(idem::unusable_reason(why)).find("dictionary"), std::string::npos);
+    value = with;
+    EXPECT_EQ(idem::decide_inflated(value, inflater, have, plain.size(), out.data(), digest_of(7), record, why),
+              Outcome::replayed);
+    EXPECT_EQ(value, plain);
 }
 
 }  // namespace
