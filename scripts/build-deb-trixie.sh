@@ -196,7 +196,7 @@ step "copying the sources to $root/build/src (version $trixie_version)"
 rm -rf --one-file-system "$root/build"
 mkdir -p "$root/build/src"
 cp -r config module debian README.md docs contrib "$root/build/src/"
-mkdir -p "$root/build/src/scripts" && cp scripts/idempotency-admin "$root/build/src/scripts/"
+mkdir -p "$root/build/src/scripts" && cp scripts/idempotency-admin scripts/train-dictionary.sh "$root/build/src/scripts/"
 {
     printf '%s (%s) %s; urgency=medium\n\n' "$pkg" "$trixie_version" "$suite"
     printf '  * Build for Debian 13 (trixie), against its nginx-dev.\n\n'

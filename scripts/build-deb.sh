@@ -19,7 +19,7 @@ scripts/install-deps.sh build-essential dpkg-dev debhelper nginx-dev libhiredis-
 rm -rf "$out"
 mkdir -p "$out/src"
 cp -r config module debian README.md docs contrib "$out/src/"
-mkdir -p "$out/src/scripts" && cp scripts/idempotency-admin "$out/src/scripts/"
+mkdir -p "$out/src/scripts" && cp scripts/idempotency-admin scripts/train-dictionary.sh "$out/src/scripts/"
 
 cd "$out/src"
 # Not the jobserver of a calling make: debian/rules runs its own.

@@ -134,7 +134,8 @@ ok($files{'/usr/share/nginx/modules-available/mod-http-idempotency.conf'},
 ok($files{"/usr/share/doc/$pkg/copyright"}, "ships /usr/share/doc/$pkg/copyright");
 ok($files{"/usr/share/doc/$pkg/docs/directives.md.gz"} || $files{"/usr/share/doc/$pkg/docs/directives.md"},
    "ships the directive reference the README links to, /usr/share/doc/$pkg/docs/directives.md");
-for my $example ('idempotency.rules.yml', 'idempotency.rules.test.yml', 'idempotency-dashboard.json', 'idempotency-admin') {
+for my $example ('idempotency.rules.yml', 'idempotency.rules.test.yml', 'idempotency-dashboard.json', 'idempotency-admin',
+                 'train-dictionary.sh') {
     ok($files{"/usr/share/doc/$pkg/examples/$example"} || $files{"/usr/share/doc/$pkg/examples/$example.gz"},
        "ships the operator's $example in /usr/share/doc/$pkg/examples/");
 }
