@@ -35,6 +35,7 @@
 #include "disposition.hpp"
 #include "feed.hpp"
 #include "piece_writer.hpp"
+#include "pieces.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
 #include "upstream_attempts.hpp"
@@ -87,10 +88,10 @@ void lose(RequestCtx* ctx, const char* why)
 }
 
 // The most body bytes the record buffer holds: the whole body, or, for a
-// response that may be kept in pieces, one piece.
+// response that may be kept in pieces, one piece's.
 size_t buffer_limit(const RequestCtx* ctx)
 {
-    return ngx_min(ctx->conf->max_response_size, ctx->conf->piece_size);
+    return ngx_min(ctx->conf->max_response_size, piece_body_size(ctx->conf->piece_size));
 }
 
 // Room in the record buffer for `need` bytes after the head, at most

@@ -64,10 +64,11 @@ bool check_pieces(ngx_conf_t* cf, const LocConf* conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"idempotency_piece_size\" must be between 64k and 64m");
         return false;
     }
-    if (conf->max_response_size <= conf->piece_size) {
+    std::size_t body = piece_body_size(conf->piece_size);
+    if (conf->max_response_size <= body) {
         return true;  // never in pieces
     }
-    if ((conf->max_response_size + conf->piece_size - 1) / conf->piece_size > max_piece_count) {
+    if ((conf->max_response_size + body - 1) / body > max_piece_count) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"idempotency_max_response_size\" %uzk would need more than %uD pieces of "
                            "\"idempotency_piece_size\" %uzk: raise the piece size",

@@ -124,7 +124,7 @@ PieceWriter* pieces_begin(RequestCtx* ctx) noexcept
         return nullptr;
     }
     std::string_view key = view(ctx->claim.key);
-    std::size_t piece_size = ctx->conf->piece_size;
+    std::size_t piece_size = piece_body_size(ctx->conf->piece_size);
     std::size_t max_count = (ctx->conf->max_response_size + piece_size - 1) / piece_size;
     std::size_t base_size = piece_base_size(key);
     std::size_t extra = key.size() + base_size + 4 * max_count;

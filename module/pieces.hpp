@@ -33,6 +33,15 @@ constexpr std::size_t piece_head_size = piece_name_size + 1;
 // The bounds of idempotency_piece_size.
 constexpr std::size_t min_piece_size = 64 * 1024;
 constexpr std::size_t max_piece_size = 64 * 1024 * 1024;
+// A piece's value, its head, envelope and the store's own header
+// included, stays within idempotency_piece_size: it fills the allocator's
+// size class of that size rather than spilling into the next one (a
+// quarter larger). The body bytes a piece holds:
+constexpr std::size_t piece_room = 128;
+constexpr std::size_t piece_body_size(std::size_t piece_size) noexcept
+{
+    return piece_size - piece_room;
+}
 
 // Whether pieces can share the Redis Cluster slot of every store key under
 // `prefix` (idempotency_key_prefix): a prefix holding a '}' that does not

@@ -54,7 +54,8 @@
 # duplicates waiting for one slow original (Redis commands per waiter).
 # Then the memory a stored response costs Redis and the zone, per body
 # (scripts/bench-sizing.pl, with its own processes; not with --no-sizing;
-# `sizing` in --cells), to build/bench/sizing.md and the sizing block.
+# `sizing` in --cells), to build/bench/sizing.md and the sizing block; then
+# large responses kept in pieces (scripts/bench-pieces.pl) to the pieces block.
 # Then the live-join cell (scripts/bench-live.sh, with its own processes;
 # not with --no-live): how late a duplicate joined to a streaming response
 # gets each event, in the original's worker, in another worker and on
@@ -146,6 +147,11 @@ run_sizing() {
     NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER \
         perl "$repo/scripts/bench-sizing.pl" "${sizing_args[@]}" || return 1
     [ "$docs" = 0 ] || doc_block sizing "$OUT_DIR/sizing.md" "\`scripts/bench-sizing.pl${sizing_args[2]:+ ${sizing_args[*]:2}}\`"
+    echo
+    echo "large responses kept in pieces (scripts/bench-pieces.pl):"
+    NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER \
+        perl "$repo/scripts/bench-pieces.pl" --out "$OUT_DIR/pieces.md" || return 1
+    [ "$docs" = 0 ] || doc_block pieces "$OUT_DIR/pieces.md" "\`scripts/bench-pieces.pl\`"
 }
 
 ARGS_GIVEN=""

@@ -138,7 +138,9 @@ public:
     LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
                         LiveCallback callback, void* data) noexcept override
     {
-        LiveOp* op = new_live_op(this, key, bytes, callback, data, log_);
+        // the bytes are not kept with the operation: the command is made
+        // from them now (a piece of a large response is not held twice)
+        LiveOp* op = new_live_op(this, key, {}, callback, data, log_);
         if (op == nullptr) {
             return nullptr;
         }
@@ -147,11 +149,11 @@ public:
         if (at == 0) {
             char ttl[NGX_INT64_LEN];
             size_t ttl_len = decimal(ttl_ms, ttl);
-            const char* argv[] = {"SET", op->args.arg[0], op->args.arg[1], "PX", ttl, "NX"};
+            const char* argv[] = {"SET", op->args.arg[0], bytes.data(), "PX", ttl, "NX"};
             const size_t lens[] = {3, key.size(), bytes.size(), 2, ttl_len, 2};
             return send_live(op, key, 6, argv, lens);
         }
-        const char* argv[] = {"APPEND", op->args.arg[0], op->args.arg[1]};
+        const char* argv[] = {"APPEND", op->args.arg[0], bytes.data()};
         const size_t lens[] = {6, key.size(), bytes.size()};
         return send_live(op, key, 3, argv, lens);
     }
