@@ -252,6 +252,19 @@ NGINX_MATRIX_EXTRA ?=
 matrix: deps
 	CC_OPT="$(CC_OPT)" LD_OPT="$(LD_OPT)" NGINX_SRC=$(NGINX_SRC) scripts/matrix.sh $(NGINX_MATRIX_EXTRA)
 
+# Two gateways of different releases on one Redis (a rolling upgrade):
+# this build and the module built from MIXED_OLD_REF (default: the last
+# release before responses kept in pieces and compression dictionaries),
+# each reading what the other wrote (scripts/mixed-versions.pl).
+MIXED_OLD_REF ?= a28a887
+.PHONY: mixed-versions
+mixed-versions: $(MODULE)
+	rm -rf $(BUILD)/mixed && mkdir -p $(BUILD)/mixed/src
+	git archive $(MIXED_OLD_REF) | tar -x -C $(BUILD)/mixed/src
+	$(MAKE) -C $(BUILD)/mixed/src module BUILD=build > $(BUILD)/mixed/build.log 2>&1 || \
+	  { tail -30 $(BUILD)/mixed/build.log; exit 1; }
+	NGINX_BIN=$(NGINX_BIN) perl scripts/mixed-versions.pl --old $(BUILD)/mixed/src/build/ngx_http_idempotency_module.so
+
 # The Test::Nginx suite against the newest nginx the Debian archive serves
 # (sid's, else trixie's; its source package, else its orig tarball), built
 # like Debian's nginx binary and kept in ~/.cache/nginx-idempotency, with the
