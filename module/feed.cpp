@@ -418,7 +418,7 @@ void on_read(void* data, LiveStatus status, std::string_view bytes)
             break;
         }
         if (f->len + bytes.size() > log_limit(f->conf) || !reserve(f, bytes.size())) {
-            cut_off(f, "is longer than idempotency_max_response_size allows");
+            cut_off(f, "is longer than a live log holds (idempotency_max_response_size, or one piece)");
             break;
         }
         std::memcpy(f->log + f->len, bytes.data(), bytes.size());

@@ -70,7 +70,8 @@ void end(ngx_http_request_t* r, RequestCtx* ctx, LiveEnd how)
     if (how != LiveEnd::complete) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                       "idempotency: the response to \"%V\" that this request joined was %s: so is this one",
-                      &ctx->claim.key, how == LiveEnd::cut ? "cut at idempotency_max_response_size" : "cut off");
+                      &ctx->claim.key,
+                      how == LiveEnd::cut ? "cut at idempotency_max_response_size, or at its first piece" : "cut off");
         r->connection->error = 1;
         give_up(r, ctx, NGX_ERROR);
         return;
@@ -184,15 +185,17 @@ void pump(RequestCtx* ctx)
 void on_write(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
-    ngx_event_t* wev = r->connection->write;
-    if (wev->timedout) {
-        r->connection->timedout = 1;
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, NGX_ETIMEDOUT, "client timed out");
+    switch (client_write_event(r)) {
+    case ClientWrite::timed_out:
         give_up(r, ctx, NGX_HTTP_REQUEST_TIME_OUT);
         return;
-    }
-    if (wev->timer_set) {
-        ngx_del_timer(wev);
+    case ClientWrite::failed:
+        give_up(r, ctx, NGX_ERROR);
+        return;
+    case ClientWrite::wait:
+        return;
+    case ClientWrite::ready:
+        break;
     }
     if (send(r, ctx, nullptr) && ctx->join.busy == nullptr) {
         pump(ctx);

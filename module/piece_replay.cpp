@@ -1,7 +1,7 @@
 // piece_replay.cpp — see piece_replay.hpp. The body goes out as a
 // replay's does, straight below the capture's point (capture.cpp's upper
-// body filter lets a replay's body pass), from one buffer of
-// idempotency_piece_size bytes refilled once the client took it.
+// body filter lets a replay's body pass), from one buffer of a piece's
+// body bytes (pieces.hpp), refilled once the client took it.
 
 #include "piece_replay.hpp"
 
@@ -125,15 +125,17 @@ void read_next(PieceReplay* p)
 void on_write(ngx_http_request_t* r)
 {
     auto* p = static_cast<PieceReplay*>(find_ctx(r)->pieces);
-    ngx_event_t* wev = r->connection->write;
-    if (wev->timedout) {
-        r->connection->timedout = 1;
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, NGX_ETIMEDOUT, "client timed out");
+    switch (client_write_event(r)) {
+    case ClientWrite::timed_out:
         finish(p, NGX_HTTP_REQUEST_TIME_OUT);
         return;
-    }
-    if (wev->timer_set) {
-        ngx_del_timer(wev);
+    case ClientWrite::failed:
+        finish(p, NGX_ERROR);
+        return;
+    case ClientWrite::wait:
+        return;
+    case ClientWrite::ready:
+        break;
     }
     if (ngx_http_output_filter(r, nullptr) == NGX_ERROR) {
         finish(p, NGX_ERROR);
@@ -155,6 +157,12 @@ std::string_view open_piece(PieceReplay* p, std::string_view value, const char*&
 {
     const PieceList& list = p->record->pieces;
     ngx_array_t* keys = p->ctx->conf->seal_keys;
+    // the size the record lists, as the look saw it: nothing larger is
+    // opened into the room kept for a piece
+    if (value.size() != list.stored_size(p->next)) {
+        why = "it is not of the size the record lists";
+        return {};
+    }
     if (keys != nullptr) {
         char key[512];
         std::string_view name{key, write_piece_key(view(p->base), p->next, key)};
@@ -298,6 +306,7 @@ ngx_int_t replay_pieces(ngx_http_request_t* r, RequestCtx* ctx) noexcept
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_request_empty_handler;
     if (p->store == nullptr || !awaiting(p, p->store->pieces_look(view(p->base), record->pieces.count, on_look, p))) {
+        ctx->outcome = Outcome::unavailable;
         return send_problem(r, outcome_info(Outcome::unavailable));
     }
     return NGX_DONE;

@@ -22,7 +22,7 @@ struct PieceWriter;
 // out of memory (the response is then not kept).
 PieceWriter* pieces_begin(RequestCtx* ctx) noexcept;
 
-// Writes the next piece (idempotency_piece_size bytes of the body, the last
+// Writes the next piece (piece_body_size bytes of the body, the last
 // piece fewer); false once the response can no longer be kept (a piece
 // the store refused, or no memory).
 bool pieces_put(PieceWriter* w, std::string_view body) noexcept;

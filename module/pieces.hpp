@@ -1,6 +1,6 @@
 // pieces.hpp — a response too large for one record, kept in pieces
 // (docs/design.md#large-responses-in-pieces): its body cut into pieces of
-// idempotency_piece_size bytes, each kept under a key of its own, named by
+// piece_body_size(idempotency_piece_size) bytes, each under a key of its own, named by
 // the store key and the id of the claim that wrote it, on the store key's
 // Redis Cluster slot; the record under the store key (record version 4,
 // record.hpp's PieceList) lists them. Pure: knows nothing of nginx or of
@@ -32,7 +32,7 @@ constexpr std::size_t piece_head_size = piece_name_size + 1;
 
 // The bounds of idempotency_piece_size.
 constexpr std::size_t min_piece_size = 64 * 1024;
-constexpr std::size_t max_piece_size = 64 * 1024 * 1024;
+constexpr std::size_t max_piece_size = max_piece_bytes;
 // A piece's value, its head, envelope and the store's own header
 // included, stays within idempotency_piece_size: it fills the allocator's
 // size class of that size rather than spilling into the next one (a
@@ -71,8 +71,9 @@ struct Piece {
 std::optional<Piece> decode_piece(std::string_view bytes) noexcept;
 
 // What a store's look at the pieces (Store::pieces_look) answers: for each
-// piece in order, its size in the store (absent_piece: there is none)
-// and its first piece_name_size bytes (zero-filled past its end).
+// piece in order, its size in the store (absent_piece, or 0 from Redis:
+// there is none) and its first piece_name_size bytes (zero-filled past
+// its end).
 constexpr std::uint32_t absent_piece = 0xffffffffu;
 constexpr std::size_t piece_look_entry_size = 4 + piece_name_size;
 char* encode_piece_look(char* out, std::uint32_t stored_size, std::string_view value) noexcept;

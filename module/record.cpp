@@ -173,7 +173,8 @@ bool decode_pieces(Cursor& cursor, Record& record) noexcept
     PieceList& p = record.pieces;
     std::uint8_t inner_version = 0;
     if (!cursor.take(pieces_id_size, p.id) || !cursor.read(p.count) || !cursor.read(p.size)
-        || !cursor.read(p.body_size) || p.count == 0 || p.size == 0 || p.count > max_piece_count
+        || !cursor.read(p.body_size) || p.count == 0 || p.size == 0 || p.size > max_piece_bytes
+        || p.count > max_piece_count
         || !cursor.take(std::size_t{4} * p.count, p.stored_sizes) || !cursor.read(inner_version)
         || (inner_version != record_version && inner_version != record_version_extras)
         || !decode_response(cursor, record, inner_version == record_version_extras) || !record.body.empty()) {

@@ -49,6 +49,7 @@ constexpr std::uint8_t record_version_compressed = 3;  // a response of version 
 constexpr std::uint8_t record_version_pieces = 4;      // a response whose body is kept in pieces
 constexpr std::size_t pieces_id_size = 16;             // what names one response's pieces
 constexpr std::uint32_t max_piece_count = 4096;        // the most pieces one response is kept in
+constexpr std::uint32_t max_piece_bytes = 64 * 1024 * 1024;  // the most a piece holds (idempotency_piece_size)
 // The magic, the version, the kind and the fingerprint: what every record begins with.
 constexpr std::size_t record_prefix_size = 3 + 1 + 1 + 32;
 

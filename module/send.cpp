@@ -50,4 +50,22 @@ bool await_client(ngx_http_request_t* r) noexcept
     return ngx_handle_write_event(wev, clcf->send_lowat) == NGX_OK;
 }
 
+ClientWrite client_write_event(ngx_http_request_t* r) noexcept
+{
+    ngx_event_t* wev = r->connection->write;
+    if (wev->timedout) {
+        r->connection->timedout = 1;
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, NGX_ETIMEDOUT, "client timed out");
+        return ClientWrite::timed_out;
+    }
+    if (wev->delayed) {
+        auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_get_module_loc_conf(r, ngx_http_core_module));
+        return ngx_handle_write_event(wev, clcf->send_lowat) == NGX_OK ? ClientWrite::wait : ClientWrite::failed;
+    }
+    if (wev->timer_set) {
+        ngx_del_timer(wev);
+    }
+    return ClientWrite::ready;
+}
+
 }  // namespace idem

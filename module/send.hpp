@@ -58,4 +58,11 @@ ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool tra
 // cannot be armed.
 bool await_client(ngx_http_request_t* r) noexcept;
 
+// What a write event means for a response sent in parts, as nginx's own
+// writer reads it: the client timed out (send_timeout; logged), the write
+// is held back by limit_rate (wait: the event is armed again), or the
+// client can take more (its send_timeout timer removed).
+enum class ClientWrite { ready, wait, timed_out, failed };
+ClientWrite client_write_event(ngx_http_request_t* r) noexcept;
+
 }  // namespace idem

@@ -60,7 +60,7 @@ struct LiveOp {
     bool look;              // a look at pieces (Store::pieces_look): `at` is their count
     LiveStatus status;      // a store that acts at once and answers later (the zone's appends)
     ngx_event_t event;      // a store that answers on the next event-loop turn (the zone)
-    OwnedArgs<2> args;      // the log's key, an append's bytes
+    OwnedArgs<2> args;      // the log's key (and nothing else: an append's bytes are used at once)
 };
 
 // The operator's plane (docs/design.md#inspect-and-purge): a peek answers

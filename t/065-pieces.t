@@ -161,6 +161,18 @@ sub neighbours {
     Test::More::is(IdempotencyTest::upstream_count('/h/1'), 1, 'executed once');
 }
 
+# A replay held back by limit_rate: the pieces still all go, at that rate.
+sub rate_limited {
+    my $size = 3 * $MB + 5;
+    my $first = send_post("/rl/1?kind=noise&size=$size", 'rl-1');
+    Test::More::is($first->{status}, 201, 'the original');
+    my $t0 = Time::HiRes::time();
+    my $retry = send_post("/rl/1?kind=noise&size=$size", 'rl-1');
+    Test::More::is("$retry->{status} " . ($retry->{headers}{'idempotent-replayed'} // '-'), '201 true', 'a replay');
+    Test::More::ok(sha256_hex($retry->{body}) eq sha256_hex($first->{body}), 'whole, byte for byte');
+    Test::More::cmp_ok(Time::HiRes::time() - $t0, '>=', 0.8, 'at about the rate (3 MB at 2 MB/s after the first 1 MB)');
+}
+
 __DATA__
 
 === TEST 1: 20 MB responses, incompressible and compressible, are kept in pieces and replayed byte for byte
@@ -225,7 +237,22 @@ GET /_count/h/1
 
 
 
-=== TEST 5: in Redis: a record of version 4, and pieces on its slot that outlive it
+=== TEST 5: a replay held back by limit_rate streams every piece at that rate
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations('limit_rate 2m', 'limit_rate_after 1m')
+--- init
+main::rate_limited()
+--- request
+GET /_count/rl/1
+--- error_code: 200
+--- response_body: 1
+--- timeout: 30
+
+
+
+=== TEST 6: in Redis: a record of version 4, and pieces on its slot that outlive it
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -240,7 +267,7 @@ GET /_count/r/1
 
 
 
-=== TEST 6: a piece missing: 410, logged, never executed again
+=== TEST 7: a piece missing: 410, logged, never executed again
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -261,7 +288,7 @@ qr/\[error\] .*the record under "idem:[0-9a-f]{64}" is not replayed: its piece 3
 
 
 
-=== TEST 7: a piece of another response put in place of one (stale): 410, never executed again
+=== TEST 8: a piece of another response put in place of one (stale): 410, never executed again
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -282,7 +309,7 @@ qr/\[error\] .*its piece 1 of 6 is missing, of another response, or altered/
 
 
 
-=== TEST 8: ... and neither was executed again
+=== TEST 9: ... and neither was executed again
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
@@ -295,7 +322,7 @@ GET /_count/r/1
 
 
 
-=== TEST 9: a piece size out of bounds is refused by nginx -t
+=== TEST 10: a piece size out of bounds is refused by nginx -t
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
@@ -306,7 +333,7 @@ location / { idempotency on; idempotency_piece_size 16k; proxy_pass http://backe
 
 
 
-=== TEST 10: a key prefix whose '}' closes no hash tag is refused where responses may be kept in pieces
+=== TEST 11: a key prefix whose '}' closes no hash tag is refused where responses may be kept in pieces
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config

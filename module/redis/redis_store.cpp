@@ -139,7 +139,9 @@ public:
                         LiveCallback callback, void* data) noexcept override
     {
         // the bytes are not kept with the operation: the command is made
-        // from them now (a piece of a large response is not held twice)
+        // from them now (the connection's pipeline holds them until they
+        // are written; a Cluster or Sentinel router keeps its own copy for
+        // a redirection)
         LiveOp* op = new_live_op(this, key, {}, callback, data, log_);
         if (op == nullptr) {
             return nullptr;

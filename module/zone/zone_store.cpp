@@ -149,14 +149,14 @@ public:
     LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
                         LiveCallback callback, void* data) noexcept override
     {
-        LiveOp* op = new_live_op(this, key, bytes, callback, data, ngx_cycle->log);
+        LiveOp* op = new_live_op(this, key, {}, callback, data, ngx_cycle->log);
         if (op != nullptr) {
             op->append = true;
             op->at = at;
             op->ttl_ms = ttl_ms;
             // made now, as a Redis command would be sent now: whatever the
             // worker writes next (a record listing pieces) lands after it
-            op->status = append_live(op);
+            op->status = append_live(op, bytes);
             post_live(op);
         }
         return op;
@@ -275,10 +275,10 @@ private:
         ngx_post_event(&op->event, &ngx_posted_events);
     }
 
-    // Appends op's bytes if the log ends at op->at (0: makes it).
-    LiveStatus append_live(const LiveOp* op) noexcept
+    // Appends `bytes` to op's log if it ends at op->at (0: makes it).
+    LiveStatus append_live(const LiveOp* op, std::string_view bytes) noexcept
     {
-        std::string_view key = op->args[0], bytes = op->args[1];
+        std::string_view key = op->args[0];
         ngx_rbtree_key_t hash = hash_of(key);
         lock(Section::live);
         ngx_msec_t now = ngx_current_msec;

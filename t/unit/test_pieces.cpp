@@ -130,6 +130,9 @@ TEST(PiecesRecord, RefusedWhenItDoesNotAddUp)
     EXPECT_FALSE(idem::decode_record(encode(List(3, 1024, 3073), {})));
     EXPECT_FALSE(idem::decode_record(encode(List(3, 1024, 2048), {})));
     EXPECT_TRUE(idem::decode_record(encode(List(3, 1024, 3072), {})));
+    // a piece larger than any piece size: never a replay's room
+    EXPECT_FALSE(idem::decode_record(encode(List(1, idem::max_piece_bytes + 1, 10), {})));
+    EXPECT_TRUE(idem::decode_record(encode(List(1, idem::max_piece_bytes, 10), {})));
     // no pieces, or more than the most
     EXPECT_EQ(idem::pieces_record_size(nullptr, 0, {}, 0), 0u);
     EXPECT_EQ(idem::pieces_record_size(nullptr, 0, {}, idem::max_piece_count + 1), 0u);
