@@ -48,18 +48,10 @@ sub locations {
 # A POST of $uri with $key, X-Plain: 1 when $plain.
 sub send_post {
     my ($uri, $key, $plain) = @_;
-    return IdempotencyTest::read_response(IdempotencyTest::send_request(
-        "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n"
-        . ($plain ? "X-Plain: 1\r\n" : '') . "Content-Length: 1\r\n\r\nx"));
+    return IdempotencyTest::post_key($uri, $key, $plain ? ('X-Plain: 1') : ());
 }
 
-# The inspection of $key (the admin endpoint's JSON).
-sub inspect {
-    my ($key) = @_;
-    my $res = IdempotencyTest::read_response(IdempotencyTest::send_request(
-        "GET /_admin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n\r\n"));
-    return eval { JSON::PP::decode_json($res->{body}) } // { body => $res->{body} };
-}
+sub inspect { IdempotencyTest::admin_inspect(@_) }
 
 # The original, then its retry: the retry is the replay, byte for byte.
 sub new_then_replay {

@@ -16,7 +16,6 @@ use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 use Digest::SHA qw(sha256_hex);
-use JSON::PP ();
 use Compress::Zlib ();
 use Time::HiRes ();
 
@@ -43,12 +42,7 @@ sub locations {
          . location_conf('/_admin', @more, 'idempotency_admin');
 }
 
-sub send_post {
-    my ($uri, $key) = @_;
-    return IdempotencyTest::read_response(IdempotencyTest::send_request(
-        "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n"
-        . "Content-Length: 1\r\n\r\nx"));
-}
+sub send_post { IdempotencyTest::post_key(@_) }
 
 # The original, its record in the store, then its retry: a replay, byte
 # for byte, of a response executed once.
@@ -92,13 +86,7 @@ sub in_redis {
                    'every piece outlives the record');
 }
 
-# The inspection of $key (the admin endpoint's JSON).
-sub inspect {
-    my ($key) = @_;
-    my $res = IdempotencyTest::read_response(IdempotencyTest::send_request(
-        "GET /_admin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n\r\n"));
-    return eval { JSON::PP::decode_json($res->{body}) } // { body => $res->{body} };
-}
+sub inspect { IdempotencyTest::admin_inspect(@_) }
 
 sub large_everywhere {
     new_then_replay('20 MB', '/l/1?kind=noise&size=' . (20 * $MB), 'l-1', 20 * $MB);
@@ -143,9 +131,7 @@ sub neighbours {
     Test::More::is("$h2->{status} " . ($h2->{headers}{'idempotent-replayed'} // '-'), '200 true',
                    'over HTTP/2: a replay');
     Test::More::ok(sha256_hex($h2->{body}) eq sha256_hex($first->{body}), 'over HTTP/2: byte for byte');
-    my $gz = IdempotencyTest::read_response(IdempotencyTest::send_request(
-        "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: h-1\r\n"
-        . "Accept-Encoding: gzip\r\nContent-Length: 1\r\n\r\nx"));
+    my $gz = IdempotencyTest::post_key($uri, 'h-1', 'Accept-Encoding: gzip');
     Test::More::is("$gz->{status} " . ($gz->{headers}{'content-encoding'} // '-'), '200 gzip', 'gzipped: a replay, gzipped')
         or Test::More::diag(join ', ', map { "$_: $gz->{headers}{$_}" } sort keys %{ $gz->{headers} });
     my $chunked = $gz->{body};

@@ -57,17 +57,10 @@ sub locations {
 
 sub send_post {
     my ($uri, $key, $other) = @_;
-    return IdempotencyTest::read_response(IdempotencyTest::send_request(
-        "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n"
-        . ($other ? "X-Other: 1\r\n" : '') . "Content-Length: 1\r\n\r\nx"));
+    return IdempotencyTest::post_key($uri, $key, $other ? ('X-Other: 1') : ());
 }
 
-sub inspect {
-    my ($key) = @_;
-    my $res = IdempotencyTest::read_response(IdempotencyTest::send_request(
-        "GET /_admin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n\r\n"));
-    return eval { JSON::PP::decode_json($res->{body}) } // { body => $res->{body} };
-}
+sub inspect { IdempotencyTest::admin_inspect(@_) }
 
 sub new_then_replay {
     my ($name, $uri, $key, $other) = @_;

@@ -81,6 +81,12 @@
 #   read_response($sock)      (not exported) reads a response to the end of
 #                             the connection: {status, headers (lower-case
 #                             names), body}
+#   post_key($uri, $key, @headers)
+#                             (not exported) POSTs "x" to $uri with the key
+#                             and any more header lines; the read response
+#   admin_inspect($key)       (not exported) GET /_admin (an idempotency_admin
+#                             location) with the key: its JSON, decoded
+#                             ({body => ...} when it is not JSON)
 #   start_trickle_proxy($port)
 #                             a loopback TCP proxy to $port that passes the
 #                             server's bytes on 3 at a time, 1 ms apart, so
@@ -409,6 +415,22 @@ sub read_response {
     my $status = $1;
     my %headers = map { /^([^:]+):\s*(.*)$/ ? (lc $1 => $2) : () } split /\r\n/, $head;
     return { status => $status, headers => \%headers, body => $body // '' };
+}
+
+
+sub post_key {
+    my ($uri, $key, @headers) = @_;
+    return read_response(send_request("POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+        . "Idempotency-Key: $key\r\n" . join('', map { "$_\r\n" } @headers) . "Content-Length: 1\r\n\r\nx"));
+}
+
+
+sub admin_inspect {
+    my ($key) = @_;
+    require JSON::PP;
+    my $res = read_response(send_request(
+        "GET /_admin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n\r\n"));
+    return eval { JSON::PP::decode_json($res->{body}) } // { body => $res->{body} };
 }
 
 
