@@ -384,67 +384,49 @@ RecordBytes compressed(RecordBytes record, const Dictionaries& dictionaries, ngx
     return RecordBytes::owned(out, {out, size});  // the plain record freed with `record`
 }
 
+}  // namespace
+
 // With idempotency_encrypt_key, what goes to the store is the record sealed
 // under the first key and bound to its store key. The sealed copy is
 // ngx_alloc'd, not from r->pool: a response that never completed is settled
 // from the pool's cleanup, when nginx has already let go of r->pool. The
 // store takes over the bytes it is handed when they are owned (the sealed
-// copy, or the capture's buffer) rather than copying them. A record that
-// cannot be sealed becomes `marker`'s.
-RecordBytes sealed(RequestCtx* ctx, RecordBytes value, char* marker) noexcept
+// copy, or the capture's buffer) rather than copying them.
+void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
 {
     ngx_array_t* keys = ctx->conf->seal_keys;
     ngx_log_t* log = ctx->request->connection->log;
-    if (keys == nullptr) {
-        return value;
-    }
-    std::string_view plain = value.view();
-    auto* out = static_cast<char*>(ngx_alloc(plain.size() + seal_overhead, log));
-    if (out != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), plain, out)) {
-        return RecordBytes::owned(out, {out, plain.size() + seal_overhead});  // the plain record freed
-    }
-    // Never let the claim lapse into a second execution: store the plain
-    // marker (a fingerprint and a status, nothing of the response); with
-    // encryption on it reads as unverifiable (410).
-    ngx_free(out);
-    ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->claim.key);
-    return RecordBytes::borrowed(
-        {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)});
-}
-
-// idempotency_ttl, unless the upstream asked for another (ttl=)
-std::uint64_t record_ttl(const RequestCtx* ctx) noexcept
-{
-    return ctx->capture.ttl_ms != 0 ? ctx->capture.ttl_ms : ctx->conf->ttl;
-}
-
-// The record went to the store: the request no longer holds the claim.
-void stored(RequestCtx* ctx, std::size_t size) noexcept
-{
-    count(Counter::stored_responses);
-    count(Counter::stored_bytes, size);
-    settled(ctx);
-    wake_waiters(ctx);
-}
-
-}  // namespace
-
-void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
-{
-    ngx_log_t* log = ctx->request->connection->log;
+    RecordBytes value = ctx->conf->compress ? compressed(std::move(record), location_dictionaries(*ctx->conf), log)
+                                            : std::move(record);
     char marker[unreplayable_size];
-    RecordBytes value = sealed(
-        ctx, ctx->conf->compress ? compressed(std::move(record), location_dictionaries(*ctx->conf), log) : std::move(record),
-        marker);
+    if (keys != nullptr) {
+        std::string_view plain = value.view();
+        auto* sealed = static_cast<char*>(ngx_alloc(plain.size() + seal_overhead, log));
+        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), plain, sealed)) {
+            value = RecordBytes::owned(sealed, {sealed, plain.size() + seal_overhead});  // the plain record freed
+        } else {
+            // Never let the claim lapse into a second execution: store the
+            // plain marker (a fingerprint and a status, nothing of the
+            // response); with encryption on it reads as unverifiable (410).
+            ngx_free(sealed);
+            ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->claim.key);
+            value = RecordBytes::borrowed(
+                {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)});
+        }
+    }
     size_t size = value.view().size();
     bool within_lease = ctx->claim.lease != nullptr && ctx->claim.lease->holds(ngx_current_msec);
-    std::uint64_t ttl = record_ttl(ctx);
+    // idempotency_ttl, unless the upstream asked for another (ttl=)
+    std::uint64_t ttl = ctx->capture.ttl_ms != 0 ? ctx->capture.ttl_ms : ctx->conf->ttl;
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: storing %uz bytes under \"%V\" for %uL ms, %s", size, &ctx->claim.key,
                    ttl, within_lease ? "within the claim's lease so far" : "fenced");
     ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), ttl, ctx->conf->lock_ttl,
                          within_lease ? ctx->claim.lease : nullptr);
-    stored(ctx, size);
+    count(Counter::stored_responses);
+    count(Counter::stored_bytes, size);
+    settled(ctx);
+    wake_waiters(ctx);
 }
 
 void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept

@@ -30,6 +30,8 @@ struct PieceReplay {
     std::uint32_t next;  // the piece to read next
     bool header_sent;
     ngx_str_t base;      // the pieces' keys' base
+    char key[max_piece_key_size];  // the key of the piece read now
+    std::size_t key_len;
     char* plain;         // one piece's body bytes
     char* opened;        // with encryption at rest: a piece opened
     ngx_buf_t* buf;
@@ -63,23 +65,8 @@ void cut(PieceReplay* p, const char* why)
     finish(p, NGX_ERROR);
 }
 
-void on_timeout(ngx_event_t* ev)
-{
-    auto* p = static_cast<PieceReplay*>(ev->data);
-    if (p->op != nullptr) {
-        p->store->live_abandon(p->op);
-        p->op = nullptr;
-    }
-    ngx_log_error(NGX_LOG_ERR, p->r->connection->log, 0,
-                  "idempotency: the store did not answer within idempotency_redis_timeout for the pieces of \"%V\"",
-                  &p->ctx->claim.key);
-    if (p->header_sent) {
-        cut(p, "the store did not answer");
-    } else {
-        answer(p, Outcome::unavailable);
-    }
-}
-
+// The request ends, or the store's answer is no longer awaited: nothing
+// of it runs later.
 void cleanup(void* data)
 {
     auto* p = static_cast<PieceReplay*>(data);
@@ -89,6 +76,20 @@ void cleanup(void* data)
     }
     if (p->timer.timer_set) {
         ngx_del_timer(&p->timer);
+    }
+}
+
+void on_timeout(ngx_event_t* ev)
+{
+    auto* p = static_cast<PieceReplay*>(ev->data);
+    cleanup(p);
+    ngx_log_error(NGX_LOG_ERR, p->r->connection->log, 0,
+                  "idempotency: the store did not answer within idempotency_redis_timeout for the pieces of \"%V\"",
+                  &p->ctx->claim.key);
+    if (p->header_sent) {
+        cut(p, "the store did not answer");
+    } else {
+        answer(p, Outcome::unavailable);
     }
 }
 
@@ -114,9 +115,8 @@ void on_piece(void* data, LiveStatus status, std::string_view value);
 
 void read_next(PieceReplay* p)
 {
-    char key[512];
-    std::string_view name{key, write_piece_key(view(p->base), p->next, key)};
-    if (!awaiting(p, p->store->live_read(name, 0, false, on_piece, p))) {
+    p->key_len = write_piece_key(view(p->base), p->next, p->key);
+    if (!awaiting(p, p->store->live_read({p->key, p->key_len}, 0, false, on_piece, p))) {
         cut(p, "the store cannot be reached");
     }
 }
@@ -164,8 +164,7 @@ std::string_view open_piece(PieceReplay* p, std::string_view value, const char*&
         return {};
     }
     if (keys != nullptr) {
-        char key[512];
-        std::string_view name{key, write_piece_key(view(p->base), p->next, key)};
+        std::string_view name{p->key, p->key_len};  // what a sealed piece is bound to
         std::size_t length = 0;
         if (!is_sealed(value)
             || open_sealed(static_cast<const SecretKey*>(keys->elts), keys->nelts, name, value, p->opened, length)
@@ -250,13 +249,6 @@ void on_look(void* data, LiveStatus status, std::string_view look)
         return;
     }
     ngx_int_t rc = set_replay_headers(r, *p->record);
-    Header h;
-    HeaderReader trailers = HeaderReader::trailers(*p->record);
-    while (rc == NGX_OK && trailers.next(h)) {
-        if (push_header(r->headers_out.trailers, h.name, h.value) == nullptr) {
-            rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-    }
     if (rc == NGX_OK) {
         bool trailers_follow = p->record->trailer_count != 0 || r->expect_trailers;
         r->headers_out.content_length_n = trailers_follow ? -1 : static_cast<off_t>(list.body_size);

@@ -9,7 +9,6 @@
 
 #include <cstring>
 #include <new>
-#include <utility>
 
 #include "big_endian.hpp"
 #include "compression.hpp"
@@ -60,7 +59,7 @@ std::string_view piece_key(const PieceWriter* w, std::uint32_t index, char* out)
 
 void delete_pieces(PieceWriter* w)
 {
-    char key[512];
+    char key[max_piece_key_size];
     for (std::uint32_t i = 0; i < w->written; i++) {
         w->store->live_expire(piece_key(w, i, key), 0);
     }
@@ -81,7 +80,7 @@ void settle(PieceWriter* w)
         delete_pieces(w);
     } else {
         // the record has landed by now: its pieces outlive it from here
-        char key[512];
+        char key[max_piece_key_size];
         for (std::uint32_t i = 0; i < w->written; i++) {
             w->store->live_expire(piece_key(w, i, key), w->piece_ttl_ms);
         }
@@ -176,7 +175,7 @@ bool pieces_put(PieceWriter* w, std::string_view body) noexcept
         std::memcpy(plain + piece_head_size, body.data(), body.size());
     }
     std::string_view value{plain, piece_head_size + (zstd ? packed : body.size())};
-    char key[512];
+    char key[max_piece_key_size];
     std::string_view name = piece_key(w, index, key);
     char* sealed = nullptr;
     if (w->seal_key != nullptr) {

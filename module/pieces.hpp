@@ -55,6 +55,10 @@ std::size_t piece_base_size(std::string_view store_key) noexcept;
 // Writes the base (room for piece_base_size) for the pieces named `id`.
 std::size_t write_piece_base(std::string_view store_key, std::string_view id, char* out) noexcept;
 constexpr std::size_t piece_index_digits = 8;
+// Room for any piece's key: a store key (a key prefix of at most 256
+// bytes, 64 hex digits) made a hash tag, then ":p", 32 hex digits, ':'
+// and the index.
+constexpr std::size_t max_piece_key_size = 256 + 64 + 2 + 2 + 2 * pieces_id_size + 1 + piece_index_digits;
 // Writes piece `index`'s key (room for base.size() + piece_index_digits).
 std::size_t write_piece_key(std::string_view base, std::uint32_t index, char* out) noexcept;
 

@@ -155,6 +155,12 @@ ngx_int_t set_replay_headers(ngx_http_request_t* r, const Record& record) noexce
         r->gzip_ok = 1;
     }
 #endif
+    HeaderReader trailers = HeaderReader::trailers(record);
+    while (trailers.next(h)) {
+        if (push_header(r->headers_out.trailers, h.name, h.value) == nullptr) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
     return NGX_OK;
 }
 
@@ -165,13 +171,6 @@ ngx_int_t send_record(ngx_http_request_t* r, const Record& record)
     ngx_int_t rc = set_replay_headers(r, record);
     if (rc != NGX_OK) {
         return rc;
-    }
-    Header h;
-    HeaderReader trailers = HeaderReader::trailers(record);
-    while (trailers.next(h)) {
-        if (push_header(r->headers_out.trailers, h.name, h.value) == nullptr) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
     }
 
     // a reconnecting event stream gets what follows its last event

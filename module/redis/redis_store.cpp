@@ -221,7 +221,7 @@ public:
     LiveOp* pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
                         void* data) noexcept override
     {
-        char first[512];
+        char first[max_piece_key_size];
         std::size_t first_size = write_piece_key(base, 0, first);
         LiveOp* op = new_live_op(this, {first, first_size}, {}, callback, data, log_);
         if (op == nullptr || count == 0) {
