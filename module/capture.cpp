@@ -91,7 +91,7 @@ void lose(RequestCtx* ctx, const char* why)
 // response that may be kept in pieces, one piece's.
 size_t buffer_limit(const RequestCtx* ctx)
 {
-    return ngx_min(ctx->conf->max_response_size, piece_body_size(ctx->conf->piece_size));
+    return capture_limit(ctx->conf->max_response_size, ctx->conf->piece_size);
 }
 
 // Room in the record buffer for `need` bytes after the head, at most

@@ -65,7 +65,7 @@ bool check_pieces(ngx_conf_t* cf, const LocConf* conf)
         return false;
     }
     std::size_t body = piece_body_size(conf->piece_size);
-    if (conf->max_response_size <= body) {
+    if (conf->max_response_size <= conf->piece_size) {
         return true;  // never in pieces
     }
     if ((conf->max_response_size + body - 1) / body > max_piece_count) {

@@ -148,8 +148,7 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
 // wrote many small frames may be longer than the body by their overhead.
 std::size_t log_limit(const LocConf* conf)
 {
-    return 6 * ngx_min(conf->max_response_size, piece_body_size(conf->piece_size)) + 2 * max_record_header_bytes
-           + 64 * 1024;
+    return 6 * capture_limit(conf->max_response_size, conf->piece_size) + 2 * max_record_header_bytes + 64 * 1024;
 }
 
 bool reserve(Feed* f, std::size_t more)

@@ -274,7 +274,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     ngx_conf_merge_str_value(conf->key_prefix, prev->key_prefix, "idem:");
-    ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 64 * 1024 * 1024);
+    ngx_conf_merge_size_value(conf->max_response_size, prev->max_response_size, 1024 * 1024);
     ngx_conf_merge_size_value(conf->piece_size, prev->piece_size, 1024 * 1024);
     ngx_conf_merge_value(conf->store_errors, prev->store_errors, 0);
     ngx_conf_merge_value(conf->compress, prev->compress, 1);

@@ -42,6 +42,14 @@ constexpr std::size_t piece_body_size(std::size_t piece_size) noexcept
 {
     return piece_size - piece_room;
 }
+// The most body bytes a response keeps in memory while it is captured:
+// its whole body, unless idempotency_max_response_size is above
+// idempotency_piece_size, which lets larger responses be kept in pieces:
+// then one piece's.
+constexpr std::size_t capture_limit(std::size_t max_response_size, std::size_t piece_size) noexcept
+{
+    return max_response_size > piece_size ? piece_body_size(piece_size) : max_response_size;
+}
 
 // Whether pieces can share the Redis Cluster slot of every store key under
 // `prefix` (idempotency_key_prefix): a prefix holding a '}' that does not

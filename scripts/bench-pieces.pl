@@ -10,7 +10,8 @@
 #
 # Started here, on free loopback ports, stopped by pid at exit (t/lib/Idem):
 # redis-server (--save '' --appendonly no) and a gateway (nginx with the
-# module, 1 worker, idempotency_piece_size 1m) proxying to a second server
+# module, 1 worker, idempotency_max_response_size 64m, idempotency_piece_size
+# 1m) proxying to a second server
 # of the same nginx that serves the bodies as static files. The worker's
 # VmHWM is the most it ever held: read after the originals of every size,
 # then after the replays, it shows whether a replay holds the response or
@@ -58,7 +59,8 @@ my $gw = Idem::Nginx::nginx_start('pieces', workers => 1, ports => 1,
           . "server { listen 127.0.0.1:$_[0]{ports}[0]; location /static/ { root $dir; } }\n"
           . "idempotency_redis 127.0.0.1:$redis_port;\n" },
     server => join "\n", 'server_name localhost;', 'proxy_http_version 1.1;', 'proxy_set_header Connection "";',
-        'location /p/ { idempotency on; idempotency_scope ""; idempotency_piece_size 1m; proxy_method GET;',
+        'location /p/ { idempotency on; idempotency_scope ""; idempotency_max_response_size 64m;',
+        '    idempotency_piece_size 1m; proxy_method GET;',
         '    proxy_pass http://backend/static/; }');
 my ($worker) = Idem::Nginx::workers_of($gw->{pid});
 
@@ -113,7 +115,7 @@ for my $mb (@SIZES) {
 my $hwm_replay = hwm_kb();
 Idem::Nginx::nginx_stop($gw);
 
-my $report = "One worker, `idempotency_piece_size 1m`, incompressible bodies; Redis 7.0 on loopback.\n\n";
+my $report = "One worker, `idempotency_max_response_size 64m` and `idempotency_piece_size 1m`, incompressible bodies; Redis 7.0 on loopback.\n\n";
 $report .= "| body | original, s | worker VmHWM after it, MB | replay (median of " . REPLAYS . "), s | replay MB/s | Redis bytes held | ÷ body |\n";
 $report .= "|---:|---:|---:|---:|---:|---:|---:|\n";
 for my $mb (@SIZES) {

@@ -74,7 +74,8 @@ my $new = Idem::Nginx::nginx_start('new', workers => 1, ports => 1,
         $http->() . "server { listen 127.0.0.1:$upstream_port; "
             . "access_log $dir/upstream.log; location /static/ { root $dir; } }\n" },
     server => sub { join "\n", 'server_name localhost;',
-        $location->('/m/', 'idempotency_piece_size 1m', "idempotency_compress_dictionary $dir/api.dict"),
+        $location->('/m/', 'idempotency_max_response_size 64m', 'idempotency_piece_size 1m',
+            "idempotency_compress_dictionary $dir/api.dict"),
         $location->('/p/') });
 {
     local $ENV{STRESS_MODULE} = $old;

@@ -1,6 +1,6 @@
 # Large responses kept in pieces (docs/design.md#large-responses-in-pieces):
-# a response larger than idempotency_piece_size (and up to
-# idempotency_max_response_size) is kept as pieces under keys of their own
+# where idempotency_max_response_size is raised above the piece size, a
+# response larger than idempotency_piece_size (and up to the limit) is kept as pieces under keys of their own
 # on its key's Cluster slot, listed by a record of version 4 that lands
 # once every piece has; its retries are replayed byte for byte, streamed a
 # piece at a time, and the upstream executes it once. A piece missing, of
@@ -37,7 +37,7 @@ run_tests();
 
 sub locations {
     my (@more) = @_;
-    return location_conf('/', 'idempotency on', 'idempotency_piece_size 1m', @more,
+    return location_conf('/', 'idempotency on', 'idempotency_max_response_size 64m', 'idempotency_piece_size 1m', @more,
                          'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend')
          . location_conf('/_admin', @more, 'idempotency_admin');
 }
@@ -323,7 +323,7 @@ location / { idempotency on; idempotency_piece_size 16k; proxy_pass http://backe
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config
-location / { idempotency on; idempotency_key_prefix "a}b:"; proxy_pass http://backend; }
+location / { idempotency on; idempotency_max_response_size 64m; idempotency_key_prefix "a}b:"; proxy_pass http://backend; }
 --- must_die
 --- error_log
 "idempotency_key_prefix" "a}b:" has a '}' outside a hash tag

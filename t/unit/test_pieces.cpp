@@ -155,6 +155,15 @@ TEST(PiecesRecord, VersionFiveIsALaterRelease)
     EXPECT_EQ(flaw, idem::RecordFlaw::newer_version);
 }
 
+TEST(Piece, CaptureLimit)
+{
+    // at the defaults (1m and 1m) nothing is kept in pieces: the whole body
+    EXPECT_EQ(idem::capture_limit(1024 * 1024, 1024 * 1024), 1024u * 1024);
+    EXPECT_EQ(idem::capture_limit(4096, 1024 * 1024), 4096u);
+    // a larger limit: one piece's body at a time
+    EXPECT_EQ(idem::capture_limit(64 * 1024 * 1024, 1024 * 1024), 1024u * 1024 - idem::piece_room);
+}
+
 TEST(Piece, RoundTrip)
 {
     std::string value(idem::piece_head_size, '\0');
