@@ -127,7 +127,11 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
     default:
         break;
     }
-    return outcome.http_status != 0 ? send_problem(r, outcome) : NGX_DECLINED;
+    if (outcome.http_status == 0) {
+        return NGX_DECLINED;
+    }
+    answer_problem(r, outcome);
+    return NGX_DONE;
 }
 
 // The request is fingerprinted: claim the key.

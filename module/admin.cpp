@@ -11,6 +11,8 @@
 
 #include "admin.hpp"
 
+#include <new>
+
 #include "access.hpp"
 #include "compression.hpp"
 #include "conf.hpp"
@@ -21,6 +23,7 @@
 #include "problem.hpp"
 #include "seal.hpp"
 #include "send.hpp"
+#include "store_call.hpp"
 #include "store_factory.hpp"
 
 namespace idem {
@@ -31,8 +34,7 @@ struct AdminCtx {
     ngx_http_request_t* request;
     const LocConf* conf;
     Store* store;
-    PeekOp* op;           // in flight, nullptr when none
-    ngx_event_t timer;    // idempotency_redis_timeout for the operation in flight
+    StoreCall call;       // the peek or the purge in flight
     ngx_str_t key;        // the store key
     ngx_str_t store_name;
     bool purge;           // DELETE
@@ -85,33 +87,18 @@ ngx_int_t send_purge(AdminCtx* ctx, ngx_uint_t status, bool purged, std::string_
     return send_json(r, status, {reinterpret_cast<char*>(body), static_cast<size_t>(p - body)});
 }
 
+// Ends the request: ctx, in its pool, may be gone after it.
 void finish(AdminCtx* ctx, ngx_int_t rc)
 {
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-    ngx_http_finalize_request(ctx->request, rc);
+    ctx->call.abandon();
+    end_request(ctx->request, rc);
 }
 
 // ------------------------------------------------------- the store's answers
 
-void cleanup(void* data)
+void on_timeout(void* data)
 {
     auto* ctx = static_cast<AdminCtx*>(data);
-    if (ctx->op != nullptr) {
-        ctx->store->peek_abandon(ctx->op);
-        ctx->op = nullptr;
-    }
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-}
-
-void on_timeout(ngx_event_t* ev)
-{
-    auto* ctx = static_cast<AdminCtx*>(ev->data);
-    ctx->store->peek_abandon(ctx->op);
-    ctx->op = nullptr;
     ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
                   "idempotency: the store did not answer the operator's %s of \"%V\" within %M ms",
                   ctx->purge ? "purge" : "inspection", &ctx->key, ctx->conf->redis_timeout);
@@ -135,7 +122,7 @@ void log_purge(AdminCtx* ctx, bool forced)
 void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
 {
     auto* ctx = static_cast<AdminCtx*>(data);
-    ctx->op = nullptr;
+    ctx->call.answered();
     ngx_int_t rc;
     switch (status) {
     case LiveStatus::done:
@@ -193,7 +180,7 @@ void on_peeked(void* data, LiveStatus status, std::string_view value, std::int64
 {
     auto* ctx = static_cast<AdminCtx*>(data);
     ngx_http_request_t* r = ctx->request;
-    ctx->op = nullptr;
+    ctx->call.answered();
     if (status == LiveStatus::failed) {
         finish(ctx, send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store could not be read"));
         return;
@@ -223,12 +210,10 @@ void on_peeked(void* data, LiveStatus status, std::string_view value, std::int64
         return;
     }
     // purge exactly what was read (the store copies it)
-    ctx->op = ctx->store->purge(view(ctx->key), *found, on_purged, ctx);
-    if (ctx->op == nullptr) {
+    PeekOp* op = ctx->store->purge(view(ctx->key), *found, on_purged, ctx);
+    if (!ctx->call.await(ctx->store, op, ctx->conf->redis_timeout)) {
         finish(ctx, send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store cannot be reached"));
-        return;
     }
-    ngx_add_timer(&ctx->timer, ctx->conf->redis_timeout);
 }
 
 // ---------------------------------------------------------------- the request
@@ -347,9 +332,9 @@ ngx_int_t admin_handler(ngx_http_request_t* r)
         }
     }
 
-    auto* ctx = static_cast<AdminCtx*>(ngx_pcalloc(r->pool, sizeof(AdminCtx)));
-    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (ctx == nullptr || cln == nullptr) {
+    void* memory = ngx_palloc(r->pool, sizeof(AdminCtx));
+    auto* ctx = memory != nullptr ? new (memory) AdminCtx() : nullptr;
+    if (ctx == nullptr || !ctx->call.bind(r->pool)) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     ctx->request = r;
@@ -363,19 +348,13 @@ ngx_int_t admin_handler(ngx_http_request_t* r)
     if (ctx->store == nullptr) {
         return send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store cannot be reached");
     }
-    ctx->timer.handler = on_timeout;
-    ctx->timer.data = ctx;
-    ctx->timer.log = r->connection->log;
-    cln->handler = cleanup;
-    cln->data = ctx;
+    ctx->call.init(on_timeout, ctx, r->connection->log);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: the operator %s \"%V\"",
                    ctx->purge ? "purges" : "inspects", &key);
-    ctx->op = ctx->store->peek(view(key), on_peeked, ctx);
-    if (ctx->op == nullptr) {
+    if (!ctx->call.await(ctx->store, ctx->store->peek(view(key), on_peeked, ctx), conf->redis_timeout)) {
         return send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store cannot be reached");
     }
-    ngx_add_timer(&ctx->timer, conf->redis_timeout);
     r->main->count++;
     return NGX_DONE;
 }

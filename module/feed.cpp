@@ -13,6 +13,7 @@
 #include "pieces.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
+#include "store_call.hpp"
 #include "timing.hpp"
 
 namespace idem {
@@ -44,7 +45,7 @@ struct Feed {
     bool broken;            // an append failed: the store's log is given up
     std::size_t published;  // how much of the log the store has
     std::size_t sending;    // the append in flight: how much
-    LiveOp* op;             // the append or the read in flight
+    StoreCall call;         // the append or the read in flight
     ngx_event_t went_live;  // posted: the turn the response began in is over
     ngx_event_t telling;    // posted: the followers are told what came
     bool head_to_tell;      // ... and the watchers that the head came
@@ -134,6 +135,7 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     f->progress = ngx_current_msec;
     f->grew = ngx_current_msec;
     f->slot = live_board_slot(key);
+    f->call.init(nullptr, f, ngx_cycle->log);  // the store bounds each operation (idempotency_redis_timeout)
     set_event(f->went_live, on_live, f, ngx_cycle->log);
     set_event(f->telling, on_tell, f, ngx_cycle->log);
     // not cancelable: a worker that exits gracefully lets its joiners finish
@@ -182,9 +184,7 @@ bool idle(const Feed* f)
 
 void free_feed(Feed* f)
 {
-    if (f->op != nullptr) {
-        f->store->live_abandon(f->op);
-    }
+    f->call.abandon();
     if (f->went_live.posted) {
         ngx_delete_posted_event(&f->went_live);
     }
@@ -303,7 +303,7 @@ void flush(Feed* f);
 void on_appended(void* data, LiveStatus status, std::string_view)
 {
     auto* f = static_cast<Feed*>(data);
-    f->op = nullptr;
+    f->call.answered();
     if (status == LiveStatus::done) {
         f->published += f->sending;
         f->sending = 0;
@@ -331,15 +331,15 @@ void on_appended(void* data, LiveStatus status, std::string_view)
 // Appends what the store does not have yet, one append in flight at a time.
 void flush(Feed* f)
 {
-    if (!f->to_store || !f->store_started || f->broken || f->op != nullptr || f->published == f->len) {
+    if (!f->to_store || !f->store_started || f->broken || f->call.pending() || f->published == f->len) {
         return;
     }
     f->sending = f->len - f->published;
     std::uint64_t ttl = f->conf->lock_ttl;  // the first append's; the renewals extend it, the end sets its last
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: appending %uz bytes to the live log \"%V\" at %uz",
                    f->sending, &f->node.str, f->published);
-    f->op = f->store->live_append(key_of(f), f->published, {f->log + f->published, f->sending}, ttl, on_appended, f);
-    if (f->op == nullptr) {
+    LiveOp* op = f->store->live_append(key_of(f), f->published, {f->log + f->published, f->sending}, ttl, on_appended, f);
+    if (!f->call.await(f->store, op, 0)) {
         // The store cannot be reached now: the log is given up at once. The
         // caller goes on with f (it tells the followers, then frees f if
         // idle): f must outlive this, even with no follower left.
@@ -408,7 +408,7 @@ void cut_off(Feed* f, const char* why)
 void on_read(void* data, LiveStatus status, std::string_view bytes)
 {
     auto* f = static_cast<Feed*>(data);
-    f->op = nullptr;
+    f->call.answered();
     bool grew = false;
     switch (status) {
     case LiveStatus::done:
@@ -456,8 +456,7 @@ void read_log(Feed* f)
 {
     f->seen = live_board_read(f->slot);
     bool may_be_gone = f->len != 0 && ngx_current_msec - f->grew >= gone_check_after;
-    f->op = f->store->live_read(key_of(f), f->len, may_be_gone, on_read, f);
-    if (f->op == nullptr) {
+    if (!f->call.await(f->store, f->store->live_read(key_of(f), f->len, may_be_gone, on_read, f), 0)) {
         on_read(f, LiveStatus::failed, {});
     }
 }
@@ -479,10 +478,7 @@ void on_next_read(ngx_event_t* ev)
 // came here after all (the claim granted to a request of this worker).
 void make_local(Feed* f)
 {
-    if (f->op != nullptr) {
-        f->store->live_abandon(f->op);
-        f->op = nullptr;
-    }
+    f->call.abandon();
     if (f->next_read.timer_set) {
         ngx_del_timer(&f->next_read);
     }
@@ -649,7 +645,7 @@ bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept
     ctx->join.feed = f;
     ctx->join.joined = false;
     ngx_queue_insert_tail(&f->watchers, &ctx->join.link);
-    if (!f->local && f->op == nullptr && !f->next_read.timer_set && !f->ended) {
+    if (!f->local && !f->call.pending() && !f->next_read.timer_set && !f->ended) {
         read_log(f);  // its answer comes later, at the earliest on the next turn
     }
     return feed_has_head(f);

@@ -21,13 +21,6 @@ constexpr std::size_t chunk_size = 16 * 1024;  // the most one joiner holds in f
 
 ngx_str_t last_event_id = ngx_string("last-event-id");
 
-void finish(ngx_http_request_t* r, ngx_int_t rc)
-{
-    ngx_connection_t* c = r->connection;
-    ngx_http_finalize_request(r, rc);
-    ngx_http_run_posted_requests(c);
-}
-
 const ngx_buf_tag_t join_tag = reinterpret_cast<ngx_buf_tag_t>(&ngx_http_idempotency_module);
 
 // A chunk buffer of the joiner's own, reused once sent.
@@ -54,12 +47,13 @@ ngx_chain_t* chunk(ngx_http_request_t* r, RequestCtx* ctx)
     return cl;
 }
 
-// The request stops following and ends with `rc`.
+// The request stops following and ends with `rc`: ctx, in its pool, may
+// be gone after it.
 void give_up(ngx_http_request_t* r, RequestCtx* ctx, ngx_int_t rc)
 {
     feed_leave(ctx);
     enter(ctx, RequestState::answered);
-    finish(r, rc);
+    end_request(r, rc);
 }
 
 // The response ends as the original's did: whole, or cut off.

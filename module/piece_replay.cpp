@@ -6,6 +6,7 @@
 #include "piece_replay.hpp"
 
 #include <cstring>
+#include <new>
 
 #include "compression.hpp"
 #include "pieces.hpp"
@@ -13,44 +14,46 @@
 #include "replay.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
+#include "store_call.hpp"
 #include "store_factory.hpp"
 
 namespace idem {
-namespace {
-
-}  // namespace
 
 struct PieceReplay {
     ngx_http_request_t* r;
     RequestCtx* ctx;
     const Record* record;
     Store* store;
-    LiveOp* op;          // the store's answer awaited
-    ngx_event_t timer;   // ... for idempotency_redis_timeout
+    StoreCall call;      // the look or the piece read in flight
     std::uint32_t next;  // the piece to read next
     bool header_sent;
     ngx_str_t base;      // the pieces' keys' base
     char key[max_piece_key_size];  // the key of the piece read now
     std::size_t key_len;
-    char* plain;         // one piece's body bytes
+    char* plain;         // one piece's body bytes: allocated once the look passed
     char* opened;        // with encryption at rest: a piece opened
     ngx_buf_t* buf;
 };
 
 namespace {
 
+// Every end below ends the request: p, in its pool, may be gone after it,
+// so each is the last thing its caller does.
 void finish(PieceReplay* p, ngx_int_t rc)
 {
-    ngx_connection_t* c = p->r->connection;
-    ngx_http_finalize_request(p->r, rc);
-    ngx_http_run_posted_requests(c);
+    p->call.abandon();
+    end_request(p->r, rc);
 }
 
 // Before the header: the answer that stands for the response instead.
 void answer(PieceReplay* p, Outcome outcome)
 {
+    ngx_http_request_t* r = p->r;
+    ngx_connection_t* c = r->connection;
     p->ctx->outcome = outcome;
-    finish(p, send_problem(p->r, outcome_info(outcome)));
+    p->call.abandon();
+    answer_problem(r, outcome_info(outcome));
+    ngx_http_run_posted_requests(c);
 }
 
 // After the header: the response cannot go on. It is cut off, as nginx
@@ -65,24 +68,9 @@ void cut(PieceReplay* p, const char* why)
     finish(p, NGX_ERROR);
 }
 
-// The request ends, or the store's answer is no longer awaited: nothing
-// of it runs later.
-void cleanup(void* data)
+void on_timeout(void* data)
 {
     auto* p = static_cast<PieceReplay*>(data);
-    if (p->op != nullptr) {
-        p->store->live_abandon(p->op);
-        p->op = nullptr;
-    }
-    if (p->timer.timer_set) {
-        ngx_del_timer(&p->timer);
-    }
-}
-
-void on_timeout(ngx_event_t* ev)
-{
-    auto* p = static_cast<PieceReplay*>(ev->data);
-    cleanup(p);
     ngx_log_error(NGX_LOG_ERR, p->r->connection->log, 0,
                   "idempotency: the store did not answer within idempotency_redis_timeout for the pieces of \"%V\"",
                   &p->ctx->claim.key);
@@ -93,30 +81,13 @@ void on_timeout(ngx_event_t* ev)
     }
 }
 
-bool awaiting(PieceReplay* p, LiveOp* op)
-{
-    if (op == nullptr) {
-        return false;
-    }
-    p->op = op;
-    ngx_add_timer(&p->timer, p->ctx->conf->redis_timeout);
-    return true;
-}
-
-void answered(PieceReplay* p)
-{
-    p->op = nullptr;
-    if (p->timer.timer_set) {
-        ngx_del_timer(&p->timer);
-    }
-}
-
 void on_piece(void* data, LiveStatus status, std::string_view value);
 
 void read_next(PieceReplay* p)
 {
     p->key_len = write_piece_key(view(p->base), p->next, p->key);
-    if (!awaiting(p, p->store->live_read({p->key, p->key_len}, 0, false, on_piece, p))) {
+    LiveOp* op = p->store->live_read({p->key, p->key_len}, 0, false, on_piece, p);
+    if (!p->call.await(p->store, op, p->ctx->conf->redis_timeout)) {
         cut(p, "the store cannot be reached");
     }
 }
@@ -192,7 +163,7 @@ std::string_view open_piece(PieceReplay* p, std::string_view value, const char*&
 void on_piece(void* data, LiveStatus status, std::string_view value)
 {
     auto* p = static_cast<PieceReplay*>(data);
-    answered(p);
+    p->call.answered();
     ngx_http_request_t* r = p->r;
     if (status != LiveStatus::done || value.empty()) {
         cut(p, status == LiveStatus::failed ? "the store could not read it" : "it is gone");
@@ -228,11 +199,26 @@ void on_piece(void* data, LiveStatus status, std::string_view value)
     }
 }
 
+// The room for one piece, once the look showed every piece there: never
+// before, and never more than one piece's (the record's piece size, which
+// decide.cpp held to the location's idempotency_piece_size).
+bool take_room(PieceReplay* p)
+{
+    ngx_pool_t* pool = p->r->pool;
+    std::size_t size = p->record->pieces.size;
+    p->plain = static_cast<char*>(ngx_palloc(pool, size));
+    if (p->ctx->conf->seal_keys != nullptr) {
+        p->opened = static_cast<char*>(ngx_palloc(pool, piece_head_size + size));
+        return p->plain != nullptr && p->opened != nullptr;
+    }
+    return p->plain != nullptr;
+}
+
 // The pieces are all there: the header goes, then the first piece is read.
 void on_look(void* data, LiveStatus status, std::string_view look)
 {
     auto* p = static_cast<PieceReplay*>(data);
-    answered(p);
+    p->call.answered();
     ngx_http_request_t* r = p->r;
     const PieceList& list = p->record->pieces;
     if (status != LiveStatus::done) {
@@ -246,6 +232,10 @@ void on_look(void* data, LiveStatus status, std::string_view look)
                       "another response, or altered",
                       &p->ctx->claim.key, bad, list.count);
         answer(p, Outcome::unverifiable);
+        return;
+    }
+    if (!take_room(p)) {
+        finish(p, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
     ngx_int_t rc = set_replay_headers(r, *p->record);
@@ -268,18 +258,14 @@ ngx_int_t replay_pieces(ngx_http_request_t* r, RequestCtx* ctx) noexcept
 {
     const Record* record = ctx->stored;
     std::string_view key = view(ctx->claim.key);
-    auto* p = static_cast<PieceReplay*>(ngx_pcalloc(r->pool, sizeof(PieceReplay)));
-    std::size_t base_size = piece_base_size(key);
-    bool sealed = ctx->conf->seal_keys != nullptr;
-    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (p == nullptr || cln == nullptr) {
+    void* memory = ngx_palloc(r->pool, sizeof(PieceReplay));
+    auto* p = memory != nullptr ? new (memory) PieceReplay() : nullptr;
+    if (p == nullptr || !p->call.bind(r->pool)) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    p->base.data = static_cast<u_char*>(ngx_pnalloc(r->pool, base_size));
-    p->plain = static_cast<char*>(ngx_palloc(r->pool, record->pieces.size));
-    p->opened = sealed ? static_cast<char*>(ngx_palloc(r->pool, piece_head_size + record->pieces.size)) : nullptr;
+    p->base.data = static_cast<u_char*>(ngx_pnalloc(r->pool, piece_base_size(key)));
     p->buf = static_cast<ngx_buf_t*>(ngx_calloc_buf(r->pool));
-    if (p->base.data == nullptr || p->plain == nullptr || (sealed && p->opened == nullptr) || p->buf == nullptr) {
+    if (p->base.data == nullptr || p->buf == nullptr) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     p->base.len = write_piece_base(key, record->pieces.id, reinterpret_cast<char*>(p->base.data));
@@ -287,9 +273,7 @@ ngx_int_t replay_pieces(ngx_http_request_t* r, RequestCtx* ctx) noexcept
     p->ctx = ctx;
     p->record = record;
     p->store = ctx->claim.store != nullptr ? ctx->claim.store : store_for(*ctx->conf);
-    set_event(p->timer, on_timeout, p, r->connection->log);
-    cln->handler = cleanup;
-    cln->data = p;
+    p->call.init(on_timeout, p, r->connection->log);
     ctx->pieces = p;
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: replaying \"%V\" from %uD pieces, %uL body bytes", &ctx->claim.key,
@@ -297,9 +281,11 @@ ngx_int_t replay_pieces(ngx_http_request_t* r, RequestCtx* ctx) noexcept
     // a client that leaves is noticed while the store is asked
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_request_empty_handler;
-    if (p->store == nullptr || !awaiting(p, p->store->pieces_look(view(p->base), record->pieces.count, on_look, p))) {
+    if (p->store == nullptr
+        || !p->call.await(p->store, p->store->pieces_look(view(p->base), record->pieces.count, on_look, p),
+                          ctx->conf->redis_timeout)) {
         ctx->outcome = Outcome::unavailable;
-        return send_problem(r, outcome_info(Outcome::unavailable));
+        answer_problem(r, outcome_info(Outcome::unavailable));
     }
     return NGX_DONE;
 }

@@ -53,7 +53,7 @@ ngx_int_t send_problem_document(ngx_http_request_t* r, ngx_uint_t status, const 
     return send_whole_body(r, {reinterpret_cast<char*>(body), static_cast<size_t>(end - body)});
 }
 
-ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome)
+void answer_problem(ngx_http_request_t* r, const OutcomeInfo& outcome) noexcept
 {
     ngx_uint_t retry_after = outcome.retry_after;
     if (ngx_http_discard_request_body(r) != NGX_OK) {
@@ -61,19 +61,17 @@ ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome)
     }
     if (retry_after) {
         auto* value = static_cast<u_char*>(ngx_pnalloc(r->pool, NGX_INT_T_LEN));
-        if (value == nullptr) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-        size_t len = static_cast<size_t>(ngx_sprintf(value, "%ui", retry_after) - value);
-        if (!add_header(r, "Retry-After", {reinterpret_cast<char*>(value), len})) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        size_t len = value != nullptr ? static_cast<size_t>(ngx_sprintf(value, "%ui", retry_after) - value) : 0;
+        if (value == nullptr || !add_header(r, "Retry-After", {reinterpret_cast<char*>(value), len})) {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
         }
     }
     if (has_error_page(r, outcome.http_status)) {
-        return outcome.http_status;  // nginx's error_page answers
+        ngx_http_finalize_request(r, static_cast<ngx_int_t>(outcome.http_status));  // nginx's error_page answers
+        return;
     }
     ngx_http_finalize_request(r, send_problem_document(r, outcome.http_status, outcome.problem));
-    return NGX_DONE;
 }
 
 }  // namespace idem

@@ -8,8 +8,10 @@
 namespace idem {
 
 // The outcome's own answer (outcome.hpp's table): its status, Retry-After
-// and problem document, or nginx's error_page for that status.
-ngx_int_t send_problem(ngx_http_request_t* r, const OutcomeInfo& outcome);
+// and problem document, or nginx's error_page for that status. It ends the
+// request: when it returns, r and its pool may be gone, and the caller
+// touches neither (in a phase handler it returns NGX_DONE).
+void answer_problem(ngx_http_request_t* r, const OutcomeInfo& outcome) noexcept;
 
 // The problem document alone (its type under the module's URN), as the
 // response: what send_problem sends when no error_page answers, and the

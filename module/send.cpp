@@ -40,6 +40,13 @@ ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool tra
     return ngx_http_output_filter(r, &out);
 }
 
+void end_request(ngx_http_request_t* r, ngx_int_t rc) noexcept
+{
+    ngx_connection_t* c = r->connection;
+    ngx_http_finalize_request(r, rc);
+    ngx_http_run_posted_requests(c);
+}
+
 bool await_client(ngx_http_request_t* r) noexcept
 {
     auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_get_module_loc_conf(r, ngx_http_core_module));

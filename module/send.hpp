@@ -53,6 +53,12 @@ inline ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name,
 // sends them).
 ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool trailers_follow = false) noexcept;
 
+// Ends the request with `rc` from an event handler (a store's answer, a
+// timer, the client's write event), then runs what the connection has
+// posted, as nginx's own handlers do. When it returns, r and its pool may
+// be gone: the caller touches neither.
+void end_request(ngx_http_request_t* r, ngx_int_t rc) noexcept;
+
 // The response waits for the client to take what it holds, as nginx's
 // writer does (send_timeout, send_lowat); false when the write event
 // cannot be armed.

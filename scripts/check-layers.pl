@@ -21,7 +21,7 @@ $layer{$_} = 0 for qw(disposition upstream_control claim_token inspect key finge
                       redis/resp redis/reply_reader redis/retry redis/info redis/cluster
                       redis/tls_reason redis/replies redis/hiredis_api zone/zone_rules);
 $layer{$_} = 1 for qw(ngx conf conf_util log_limit owned_args metrics module_zone send);
-$layer{store} = 2;
+$layer{$_} = 2 for qw(store store_call);
 $layer{store_factory} = 4;
 
 # The layer of module/NAME (NAME without .hpp/.cpp).

@@ -17,6 +17,7 @@ use Test::Nginx::Socket 'no_plan';
 
 use Digest::SHA qw(sha256_hex);
 use Compress::Zlib ();
+use Idem::FaultProxy ();
 use Time::HiRes ();
 
 master_on();
@@ -27,11 +28,18 @@ our $KEY_HEX = '6a' x 32;
 $ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
 our $MB = 1024 * 1024;
 our $PIECE = $MB - 128;    # the body bytes a piece of 1m holds (module/pieces.hpp)
+our $SMALL = 300 * 1024;   # a response kept in five pieces of 64k, for the blocks whose pieces fail
 
 add_block_preprocessor(sub {
     my $block = shift;
     $block->set_value('user_files', ">>> seal.key\n$KEY_HEX\n") unless defined $block->user_files;
 });
+
+# Redis behind a proxy that fails the look at the pieces on command (the
+# look is the only command holding STRLEN).
+our $PROXY = Idem::FaultProxy::fault_proxy_start(IdempotencyTest::redis_port());
+$ENV{TEST_NGINX_FAULT_PORT} = $PROXY->{port};
+our $LOOK = 'STRLEN';
 
 run_tests();
 
@@ -157,6 +165,86 @@ sub rate_limited {
     Test::More::is("$retry->{status} " . ($retry->{headers}{'idempotent-replayed'} // '-'), '201 true', 'a replay');
     Test::More::ok(sha256_hex($retry->{body}) eq sha256_hex($first->{body}), 'whole, byte for byte');
     Test::More::cmp_ok(Time::HiRes::time() - $t0, '>=', 0.8, 'at about the rate (3 MB at 2 MB/s after the first 1 MB)');
+}
+
+sub small_pieces {
+    my (@more) = @_;
+    return location_conf('/', 'idempotency on', 'idempotency_max_response_size 64m', 'idempotency_piece_size 64k',
+                         'idempotency_redis_timeout 500ms', @more,
+                         'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend')
+         . location_conf('/_count/', 'proxy_pass http://backend');
+}
+
+# The pieces of $key's record, on whatever Redis holds its slot: (port, keys).
+sub piece_keys {
+    my ($key) = @_;
+    my $rkey = IdempotencyTest::redis_key($key);
+    my ($at) = Idem::Store::on_cluster() ? IdempotencyTest::cluster_owner($rkey) : (IdempotencyTest::redis_port());
+    my @keys = sort grep { index($_, "{$rkey}:p") == 0 } @{ IdempotencyTest::redis_command_at($at, 'KEYS', '*') };
+    return ($at, @keys);
+}
+
+# $tries retries of $key, each answered $status (what the design gives for
+# the fault under it), by workers that all live through them.
+sub retries_answered {
+    my ($key, $uri, $status, $tries) = @_;
+    my @workers = IdempotencyTest::worker_pids();
+    for my $i (1 .. $tries) {
+        my $res = send_post($uri, $key);
+        Test::More::is("$res->{status} " . ($res->{headers}{'x-idempotency-status'} // '-'), $status,
+                       "retry $i of $key: $status");
+    }
+    # a last request to each worker's queue: a worker that died answering
+    # has been reaped by then and replaced under another pid
+    my $alive = IdempotencyTest::read_response(IdempotencyTest::send_request(
+        "GET /_count/none HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
+    Test::More::is($alive->{status}, 200, 'the gateway still answers');
+    Test::More::is(join(' ', IdempotencyTest::worker_pids()), join(' ', @workers), 'no worker died answering them');
+}
+
+# The original of $key (300 KB in five pieces), then $fault done to its
+# pieces in the store, then retries that each get $status.
+sub lost_pieces {
+    my ($key, $fault, $status) = @_;
+    my $uri = "/lp/$key?kind=noise&size=$SMALL";
+    my $first = send_post($uri, $key);
+    Test::More::is("$first->{status} $first->{headers}{'x-idempotency-status'}", '201 new', "$key: the original");
+    Idem::Store::stored($key, 'response') or die "the record of $key never landed\n";
+    my ($at, @pieces) = piece_keys($key);
+    Test::More::is(scalar @pieces, 5, "$key: kept in five pieces");
+    $fault->($at, @pieces);
+    retries_answered($key, $uri, $status, 4);
+    Test::More::is(IdempotencyTest::upstream_count("/lp/$key"), 1, "$key: never executed again");
+}
+
+sub drop_piece {
+    my ($index) = @_;
+    return sub { my ($at, @pieces) = @_; IdempotencyTest::redis_command_at($at, 'DEL', $pieces[$index]) };
+}
+
+sub piece_of_wrong_type {
+    my ($at, @pieces) = @_;
+    IdempotencyTest::redis_command_at($at, 'DEL', $pieces[2]);
+    IdempotencyTest::redis_command_at($at, 'RPUSH', $pieces[2], 'not a piece');
+}
+
+# The look at the pieces meets Redis failing it ($mode: cut, the
+# connection closes mid-reply; stall, no answer within the timeout).
+sub look_fails {
+    my ($key, $mode) = @_;
+    my $uri = "/lf/$key?kind=noise&size=$SMALL";
+    Test::More::is(send_post($uri, $key)->{status}, 201, "$key: the original");
+    Idem::Store::stored($key, 'response') or die "the record of $key never landed\n";
+    Idem::FaultProxy::fault_proxy_mode($PROXY, $mode, 2000, $LOOK);
+    retries_answered($key, $uri, '503 unavailable', 3);
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
+    my $stats = Idem::FaultProxy::fault_proxy_stats($PROXY);
+    Test::More::cmp_ok($stats->{faults}, '>=', 1, "$key: the look met the fault ($stats->{faults} times so far)");
+    # the connection Redis lost comes back by itself
+    my $replay;
+    IdempotencyTest::wait_until(sub { $replay = send_post($uri, $key); $replay->{status} != 503 }, 10);
+    Test::More::is("$replay->{status} " . length($replay->{body}), "201 $SMALL", "$key: replayed whole once Redis answers");
+    Test::More::is(IdempotencyTest::upstream_count("/lf/$key"), 1, "$key: never executed again");
 }
 
 __DATA__
@@ -327,3 +415,80 @@ location / { idempotency on; idempotency_max_response_size 64m; idempotency_key_
 --- must_die
 --- error_log
 "idempotency_key_prefix" "a}b:" has a '}' outside a hash tag
+
+
+
+=== TEST 12: a piece lost from the store (eviction, a flushed replica): every retry 410, and every worker lives
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::small_pieces()
+--- init
+main::lost_pieces('lp-1', main::drop_piece(1), '410 unreplayable');
+main::lost_pieces('lp-2', main::drop_piece(4), '410 unreplayable');
+--- request
+GET /_count/lp/lp-1
+--- error_code: 200
+--- response_body: 1
+--- error_log eval
+qr/\[error\] .*its piece 4 of 5 is missing, of another response, or altered/
+--- no_error_log
+exited on signal
+[alert]
+
+
+
+=== TEST 13: a piece of the wrong type (WRONGTYPE during the look): every retry 503, and every worker lives
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::small_pieces()
+--- init
+main::lost_pieces('wt-1', \&main::piece_of_wrong_type, '503 unavailable');
+--- request
+GET /_count/lp/wt-1
+--- error_code: 200
+--- response_body: 1
+--- error_log
+WRONGTYPE
+--- no_error_log
+exited on signal
+[alert]
+
+
+
+=== TEST 14: Redis gone during the look at the pieces: every retry 503, and every worker lives
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
+--- config eval
+main::small_pieces()
+--- init
+main::look_fails('lf-1', 'cut');
+--- request
+GET /_count/lf/lf-1
+--- error_code: 200
+--- response_body: 1
+--- no_error_log
+exited on signal
+[alert]
+
+
+
+=== TEST 15: the look at the pieces timing out: every retry 503 within idempotency_redis_timeout, and every worker lives
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
+--- config eval
+main::small_pieces()
+--- init
+main::look_fails('lf-2', 'stall');
+--- request
+GET /_count/lf/lf-2
+--- error_code: 200
+--- response_body: 1
+--- no_error_log
+exited on signal
+[alert]

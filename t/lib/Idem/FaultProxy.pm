@@ -26,8 +26,11 @@
 #                          cut    half of it forwarded, then both sides
 #                                 closed: the client sees the connection
 #                                 close mid-reply.
-#   fault_proxy_mode($px, $mode, [$arg])
-#                        switches the mode (answered once in force)
+#   fault_proxy_mode($px, $mode, [$arg], [$match])
+#                        switches the mode (answered once in force); with
+#                        $match (a string without spaces), only the replies
+#                        to commands whose first 512 bytes hold it meet the
+#                        mode, the others pass
 #   fault_proxy_stats($px)
 #                        { connections, commands, replies, forwarded,
 #                        dropped, stalled, late, cut, faults } so far
@@ -112,7 +115,7 @@ sub fault_proxy_loop {
     my ($listen, $ctl, $target) = @_;
     my $nonblock = sub { my $fl = fcntl($_[0], F_GETFL, 0); fcntl($_[0], F_SETFL, $fl | O_NONBLOCK) };
     $nonblock->($listen);
-    my ($mode, $hold) = ('pass', 0);
+    my ($mode, $hold, $match) = ('pass', 0, undef);
     my %st = map { $_ => 0 } qw(connections commands replies forwarded dropped stalled late cut);
     my @pairs;
     my $ctl_buf = '';
@@ -151,7 +154,7 @@ sub fault_proxy_loop {
             while ($ctl_buf =~ s/^([^\n]*)\n//) {
                 my ($cmd, @arg) = split ' ', $1;
                 if (($cmd // '') eq 'mode') {
-                    ($mode, $hold) = ($arg[0], ($arg[1] // 0) / 1000);
+                    ($mode, $hold, $match) = ($arg[0], ($arg[1] // 0) / 1000, $arg[2]);
                     syswrite($ctl, "ok\n");
                 } elsif (($cmd // '') eq 'stats') {
                     syswrite($ctl, join(' ', 'stats', map { "$_=$st{$_}" } sort keys %st) . "\n");
@@ -165,7 +168,7 @@ sub fault_proxy_loop {
                 $nonblock->($_) for $c, $s;
                 setsockopt($_, IPPROTO_TCP, TCP_NODELAY, 1) for $c, $s;
                 $st{connections}++;
-                push @pairs, { c => $c, s => $s, up => '', down => '', cmds => '', replies => '', q => [] };
+                push @pairs, { c => $c, s => $s, up => '', down => '', cmds => '', replies => '', q => [], sent => [] };
             }
         }
         for my $pr (@pairs) {
@@ -177,6 +180,7 @@ sub fault_proxy_loop {
                 $pr->{up} .= $buf;
                 $pr->{cmds} .= $buf;
                 while ((my $end = resp_end(\$pr->{cmds}, 0)) > 0) {
+                    push @{ $pr->{sent} }, substr($pr->{cmds}, 0, $end > 512 ? 512 : $end);
                     substr($pr->{cmds}, 0, $end, '');
                     $st{commands}++;
                 }
@@ -189,6 +193,8 @@ sub fault_proxy_loop {
                 while ((my $end = resp_end(\$pr->{replies}, 0)) > 0) {
                     my $reply = substr($pr->{replies}, 0, $end, '');
                     $st{replies}++;
+                    my $cmd = shift @{ $pr->{sent} } // '';
+                    my $mode = defined $match && index($cmd, $match) < 0 ? 'pass' : $mode;
                     if ($pr->{dead} || $mode eq 'drop') {
                         $st{dropped}++;
                         $pr->{dead} = 1;
@@ -239,7 +245,11 @@ sub fault_proxy_ask {
     return $1;
 }
 
-sub fault_proxy_mode { my ($px, $mode, $arg) = @_; fault_proxy_ask($px, "mode $mode" . ($arg ? " $arg" : '')) }
+sub fault_proxy_mode {
+    my ($px, $mode, $arg, $match) = @_;
+    die "Idem::FaultProxy: a match holds no space\n" if defined $match && $match =~ /\s/;
+    return fault_proxy_ask($px, "mode $mode " . ($arg // 0) . (defined $match ? " $match" : ''));
+}
 
 sub fault_proxy_stats {
     my ($px) = @_;
