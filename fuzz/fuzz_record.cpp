@@ -15,7 +15,9 @@
 // Records of a response kept in pieces (version 4, pieces.hpp) rebuild
 // the same bytes too, and encode from the input's fields and decode back;
 // pieces and looks at them are read from arbitrary bytes without a read
-// outside them.
+// outside them. Whatever the decision replays is within the location's
+// limits (body size, piece size), and bytes with the record's magic are
+// never answered as someone else's value.
 //
 //   make fuzz                 (all targets; see the Makefile)
 //   build/fuzz/fuzz_record -max_len=4096 build/fuzz/corpus/fuzz_record
@@ -31,6 +33,7 @@
 #include "fuzz_common.hpp"
 #include "big_endian.hpp"
 #include "compression.hpp"
+#include "decide.hpp"
 #include "pieces.hpp"
 #include "record.hpp"
 
@@ -401,6 +404,32 @@ void check_pieces(std::string_view bytes)
     }
 }
 
+// What a location lets a replay hold (decide.hpp's ReplayLimits), against
+// any value: what the decision replays is within the limits, whatever its
+// kind; and bytes with the magic that do not decode are never taken for
+// someone else's value (503) but for a damaged record of ours (410).
+void check_limits(std::string_view bytes)
+{
+    const std::size_t max_body = bytes.empty() ? 0 : static_cast<unsigned char>(bytes.back()) * 64;
+    const idem::ReplayLimits limits{max_body, max_body / 2};
+    Record record{};
+    idem::Unusable why = idem::Unusable::no;
+    idem::Digest fingerprint{};
+    if (bytes.size() >= 37) {
+        std::memcpy(fingerprint.data(), bytes.data() + 5, fingerprint.size());
+    }
+    idem::Outcome decided = idem::decide_stored(bytes, fingerprint, record, why);
+    decided = idem::decide_limits(decided, record, limits, why);
+    if (decided == idem::Outcome::replayed) {
+        const bool pieces = record.pieces.count != 0;
+        FUZZ_CHECK((pieces ? record.pieces.body_size : record.body.size()) <= limits.max_body);
+        FUZZ_CHECK(!pieces || record.pieces.size <= limits.max_piece);
+    }
+    if (bytes.substr(0, 3) == "IDM") {
+        FUZZ_CHECK(decided != idem::Outcome::unavailable);
+    }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     // libFuzzer's buffer is a heap block of exactly `size` bytes: ASan
@@ -414,5 +443,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_compressed(bytes);
     check_encode(bytes);
     check_pieces(bytes);
+    check_limits(bytes);
     return 0;
 }

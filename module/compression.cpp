@@ -29,27 +29,34 @@ bool has_magic(std::string_view bytes) noexcept
 
 std::optional<CompressedHead> compressed_head(std::string_view bytes, RecordFlaw* flaw) noexcept
 {
-    if (flaw != nullptr) {
-        *flaw = RecordFlaw::none;
+    RecordFlaw ignored = RecordFlaw::none;
+    RecordFlaw& found = flaw != nullptr ? *flaw : ignored;
+    found = RecordFlaw::none;
+    if (bytes.size() <= version_at || !has_magic(bytes)
+        || static_cast<unsigned char>(bytes[version_at]) != record_version_compressed) {
+        return std::nullopt;  // not compressed
     }
-    if (bytes.size() <= form_at || !has_magic(bytes)
-        || static_cast<unsigned char>(bytes[version_at]) != record_version_compressed
-        || static_cast<RecordKind>(bytes[kind_at]) != RecordKind::response) {
+    // compressed, as far as it says: what does not read is damaged
+    found = RecordFlaw::damaged;
+    if (bytes.size() <= form_at || static_cast<RecordKind>(bytes[kind_at]) != RecordKind::response) {
         return std::nullopt;
     }
     if (static_cast<unsigned char>(bytes[form_at]) != compressed_form_zstd) {
-        if (flaw != nullptr) {
-            *flaw = RecordFlaw::newer_version;
-        }
+        found = RecordFlaw::newer_version;
         return std::nullopt;
     }
     if (bytes.size() < compressed_prefix_size) {
         return std::nullopt;
     }
     const unsigned plain_version = static_cast<unsigned char>(bytes[form_at + 1]);
+    if (plain_version > record_version_pieces) {
+        found = RecordFlaw::newer_version;  // a later release's layout inside
+        return std::nullopt;
+    }
     if (plain_version != record_version && plain_version != record_version_extras) {
         return std::nullopt;
     }
+    found = RecordFlaw::none;
     CompressedHead head;
     std::memcpy(head.fingerprint.data(), bytes.data() + fingerprint_at, head.fingerprint.size());
     head.status = get_be<std::uint16_t>(bytes.data() + status_at);

@@ -41,9 +41,10 @@ struct CompressedHead {
     std::string_view frame;
 };
 
-// The head of a version-3 record; nullopt for anything else (a plain
-// record, bytes that are not a record, a form this release does not know:
-// `flaw` tells the last apart as RecordFlaw::newer_version).
+// The head of a version-3 record; nullopt for anything else. `flaw` tells
+// why a record of version 3 was refused: a form or a plain version this
+// release does not know (RecordFlaw::newer_version), or a head cut short
+// or damaged (RecordFlaw::damaged); RecordFlaw::none: not version 3.
 std::optional<CompressedHead> compressed_head(std::string_view bytes, RecordFlaw* flaw = nullptr) noexcept;
 
 // When a compressed record is kept rather than the plain one: a response

@@ -12,8 +12,8 @@ Outcome decide_compressed(std::string_view value, const Digest& fingerprint, Unu
     RecordFlaw flaw = RecordFlaw::none;
     std::optional<CompressedHead> head = compressed_head(value, &flaw);
     if (!head) {
-        why = flaw == RecordFlaw::newer_version ? Unusable::newer_version : Unusable::not_a_record;
-        return flaw == RecordFlaw::newer_version ? Outcome::unverifiable : Outcome::unavailable;
+        why = flaw == RecordFlaw::newer_version ? Unusable::newer_version : Unusable::damaged;
+        return Outcome::unverifiable;
     }
     if (head->fingerprint != fingerprint) {
         return Outcome::mismatch;
@@ -36,6 +36,7 @@ Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record&
     case RecordFlaw::header_value: why = Unusable::bad_header_value; return Outcome::unverifiable;
     case RecordFlaw::newer_version: why = Unusable::newer_version; return Outcome::unverifiable;
     case RecordFlaw::compressed: return decide_compressed(value, fingerprint, why);
+    case RecordFlaw::damaged: why = Unusable::damaged; return Outcome::unverifiable;
     }
     if (!stored) {
         why = Unusable::not_a_record;
@@ -74,11 +75,31 @@ const char* unusable_reason(Unusable why) noexcept
     case Unusable::newer_version: return "it is a record of a later release's layout, which this one does not read";
     case Unusable::compressed: return "it is compressed, and was not opened";
     case Unusable::broken_frame: return "its compressed form does not open (altered or cut short)";
-    case Unusable::too_large: return "it opens into more than idempotency_max_response_size allows here";
+    case Unusable::too_large: return "its response is larger than idempotency_max_response_size allows here";
     case Unusable::unknown_dictionary:
         return "it was compressed with a dictionary that is not among this location's idempotency_compress_dictionary";
+    case Unusable::damaged: return "it is a record of this module's layout, cut short or damaged";
+    case Unusable::pieces_too_large: return "it is kept in pieces larger than idempotency_piece_size allows here";
     }
     return "";
+}
+
+Outcome decide_limits(Outcome decided, const Record& record, const ReplayLimits& limits, Unusable& why) noexcept
+{
+    if (decided != Outcome::replayed) {
+        return decided;
+    }
+    const bool pieces = record.pieces.count != 0;
+    const std::uint64_t body = pieces ? record.pieces.body_size : record.body.size();
+    if (body > limits.max_body) {
+        why = Unusable::too_large;
+        return Outcome::unverifiable;
+    }
+    if (pieces && record.pieces.size > limits.max_piece) {
+        why = Unusable::pieces_too_large;
+        return Outcome::unverifiable;
+    }
+    return decided;
 }
 
 Outcome decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys, std::size_t key_count,
@@ -108,8 +129,8 @@ Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, const
 {
     std::optional<CompressedHead> head = compressed_head(value);
     if (!head) {
-        why = Unusable::not_a_record;
-        return Outcome::unavailable;
+        why = Unusable::damaged;
+        return Outcome::unverifiable;
     }
     if (head->plain_size > max_plain) {
         why = Unusable::too_large;

@@ -15,7 +15,7 @@ namespace idem {
 // (decide_inflated) before it is decided.
 enum class Unusable {
     no, not_a_record, plain, no_keys, unknown_key, altered, bad_status, bad_header_name, bad_header_value,
-    newer_version, compressed, broken_frame, too_large, unknown_dictionary
+    newer_version, compressed, broken_frame, too_large, unknown_dictionary, damaged, pieces_too_large
 };
 const char* unusable_reason(Unusable why) noexcept;
 
@@ -42,6 +42,22 @@ Outcome decide_at_rest(std::string_view key, std::string_view& value, const Secr
 // unverifiable: never replayed as something else, never executed again.
 // One compressed with a dictionary (idempotency_compress_dictionary) that
 // is not among `dictionaries` is unverifiable too (Unusable::unknown_dictionary).
+// The room a replay takes is the location's to set, never the record's:
+// a response whose body is larger than the location's
+// idempotency_max_response_size, or kept in pieces larger than its
+// idempotency_piece_size holds (piece_body_size), is unverifiable here —
+// whatever kind of record holds it.
+struct ReplayLimits {
+    std::size_t max_body;
+    std::size_t max_piece;
+
+    // what a compressed record of such a response may open into
+    std::size_t max_plain() const noexcept { return max_plain_record(max_body); }
+};
+// `decided` as decide_stored answered it, held to `limits`: a replayed
+// `record` beyond them is unverifiable (`why` says which).
+Outcome decide_limits(Outcome decided, const Record& record, const ReplayLimits& limits, Unusable& why) noexcept;
+
 class RecordInflater;
 struct Dictionaries;
 Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, const Dictionaries& dictionaries,

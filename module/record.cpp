@@ -215,23 +215,26 @@ char* put_entries(char* out, const Header* entries, std::size_t count) noexcept
 
 std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) noexcept
 {
-    if (flaw != nullptr) {
-        *flaw = RecordFlaw::none;
-    }
+    RecordFlaw ignored = RecordFlaw::none;
+    RecordFlaw& found = flaw != nullptr ? *flaw : ignored;
+    found = RecordFlaw::none;
     Cursor cursor(bytes);
     std::string_view found_magic;
     std::uint8_t version = 0;
     std::uint8_t kind = 0;
     std::string_view fingerprint;
-    if (!cursor.take(record_magic.size(), found_magic) || found_magic != record_magic
-        || !cursor.read(version)) {
+    if (!cursor.take(record_magic.size(), found_magic) || found_magic != record_magic) {
+        return std::nullopt;
+    }
+    // From here on the bytes claim to be ours: what does not decode is a
+    // record of ours damaged or cut short, never someone else's value.
+    found = RecordFlaw::damaged;
+    if (!cursor.read(version)) {
         return std::nullopt;
     }
     if (version > record_version_pieces || version == record_version_compressed) {
-        if (flaw != nullptr) {
-            // version 3: compressed (compression.hpp), read once opened
-            *flaw = version == record_version_compressed ? RecordFlaw::compressed : RecordFlaw::newer_version;
-        }
+        // version 3: compressed (compression.hpp), read once opened
+        found = version == record_version_compressed ? RecordFlaw::compressed : RecordFlaw::newer_version;
         return std::nullopt;
     }
     if (version == 0 || !cursor.read(kind) || !cursor.take(Digest().size(), fingerprint)) {
@@ -263,14 +266,9 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
     if (!decoded || !cursor.at_end()) {
         return std::nullopt;
     }
-    if (record.kind == RecordKind::response) {
-        RecordFlaw found = response_flaw(record);
-        if (found != RecordFlaw::none) {
-            if (flaw != nullptr) {
-                *flaw = found;
-            }
-            return std::nullopt;
-        }
+    found = record.kind == RecordKind::response ? response_flaw(record) : RecordFlaw::none;
+    if (found != RecordFlaw::none) {
+        return std::nullopt;
     }
     return record;
 }

@@ -130,10 +130,13 @@ struct Record {
 // answer this release cannot read, never one to execute again for.
 // A compressed record (version 3, compression.hpp) is not decoded as it
 // stands: it is opened first (RecordFlaw::compressed).
-enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value, newer_version, compressed };
+// A value that begins with the magic but does not decode is a record of
+// ours damaged or cut short (RecordFlaw::damaged): answered 410 as a
+// record that does not open, never 503 as someone else's value.
+enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value, newer_version, compressed, damaged };
 
-// `flaw`, when given, tells a refused response record from bytes that are
-// not a record at all (RecordFlaw::none).
+// `flaw`, when given, tells a refused record from bytes that are not a
+// record at all (RecordFlaw::none: no magic).
 std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw = nullptr) noexcept;
 
 // `record`, decoded from `from`, as it reads from a copy of those bytes at

@@ -50,6 +50,7 @@ void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_
     if (why == Unusable::compressed) {
         // opened into a block of its own, which the request may keep; the
         // sealed form's room (if any) is freed with `opened`
+        std::size_t max_plain = limits.max_plain();
         std::optional<CompressedHead> head = compressed_head(value);
         std::size_t size = head && head->plain_size <= max_plain ? head->plain_size : 0;
         char* plain = size != 0 ? static_cast<char*>(ngx_alloc(size, log)) : nullptr;
@@ -65,6 +66,7 @@ void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_
             ngx_free(plain);  // not opened: `value` still views what was found
         }
     }
+    outcome = decide_limits(outcome, record, limits, why);
     if (why == Unusable::not_a_record) {
         ngx_log_error(NGX_LOG_ERR, log, 0, "idempotency: the value under \"%*s\" is not a record of this module",
                       key.size(), key.data());

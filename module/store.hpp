@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "compression.hpp"
+#include "decide.hpp"
 #include "lease.hpp"
 #include "ngx.hpp"
 #include "outcome.hpp"
@@ -95,7 +96,7 @@ struct ClaimWaiter {
     const SecretKey* keys;   // idempotency_encrypt_key, to open sealed records
     std::size_t key_count;
     bool fence;              // a granted claim draws its fence (docs/design.md#the-fence)
-    std::size_t max_plain;   // the largest record a compressed one may open into (max_plain_record)
+    ReplayLimits limits;     // the location's: what a record found may hold (decide.hpp)
     Dictionaries dictionaries;  // idempotency_compress_dictionary: what compressed records may need
 
     void answer(Outcome outcome) const noexcept;

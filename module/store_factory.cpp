@@ -3,6 +3,7 @@
 #include "store_factory.hpp"
 
 #include "conf_util.hpp"
+#include "pieces.hpp"
 
 #include "redis/redis_store.hpp"
 #include "zone/zone_store.hpp"
@@ -23,7 +24,7 @@ ClaimWaiter location_waiter(const LocConf& conf, ClaimCallback callback, void* d
                        keys != nullptr ? static_cast<SecretKey*>(keys->elts) : nullptr,
                        keys != nullptr ? keys->nelts : 0,
                        conf.fence,
-                       max_plain_record(conf.max_response_size),
+                       ReplayLimits{conf.max_response_size, piece_body_size(conf.piece_size)},
                        location_dictionaries(conf)};
 }
 

@@ -146,21 +146,36 @@ TEST(Compression, RefusesWhatDoesNotOpenExactly)
     std::string status = packed;
     status[38] ^= 0x01;
     EXPECT_EQ(inflate(status), "<does not open>");
-    // a plain version other than 1 or 2; a kind other than response
-    std::string version = packed;
-    version[40] = '\x03';
-    EXPECT_FALSE(idem::compressed_head(version).has_value());
+    // a plain version other than 1 or 2, a kind other than response: a
+    // record of ours, damaged; a plain version above this release's: a
+    // later release's record
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
+    for (char v : {'\x00', '\x03', '\x04'}) {
+        std::string version = packed;
+        version[40] = v;
+        EXPECT_FALSE(idem::compressed_head(version, &flaw).has_value());
+        EXPECT_EQ(flaw, idem::RecordFlaw::damaged) << int(v);
+    }
+    std::string later = packed;
+    later[40] = '\x05';
+    EXPECT_FALSE(idem::compressed_head(later, &flaw).has_value());
+    EXPECT_EQ(flaw, idem::RecordFlaw::newer_version);
     std::string kind = packed;
     kind[4] = '\x01';
-    EXPECT_FALSE(idem::compressed_head(kind).has_value());
+    EXPECT_FALSE(idem::compressed_head(kind, &flaw).has_value());
+    EXPECT_EQ(flaw, idem::RecordFlaw::damaged);
     // a form this release does not know: a later release's record
     std::string form = packed;
     form[39] = '\x02';
-    idem::RecordFlaw flaw = idem::RecordFlaw::none;
     EXPECT_FALSE(idem::compressed_head(form, &flaw).has_value());
     EXPECT_EQ(flaw, idem::RecordFlaw::newer_version);
-    // too short for a head
-    EXPECT_FALSE(idem::compressed_head(packed.substr(0, idem::compressed_prefix_size - 1)).has_value());
+    // too short for a head: damaged; bytes of no compressed record: no flaw
+    for (std::size_t n : {std::size_t{5}, idem::record_prefix_size + 2, idem::compressed_prefix_size - 1}) {
+        EXPECT_FALSE(idem::compressed_head(packed.substr(0, n), &flaw).has_value());
+        EXPECT_EQ(flaw, idem::RecordFlaw::damaged) << n;
+    }
+    EXPECT_FALSE(idem::compressed_head(plain, &flaw).has_value());
+    EXPECT_EQ(flaw, idem::RecordFlaw::none);
 }
 
 TEST(Compression, DecideInflated)
@@ -205,6 +220,13 @@ TEST(Compression, DecideInflated)
     form[39] = '\x07';
     EXPECT_EQ(idem::decide_stored(form, digest_of(7), record, why), Outcome::unverifiable);
     EXPECT_EQ(why, Unusable::newer_version);
+    // ... and a later plain version inside; a head cut short: 410, not 503
+    std::string later = packed;
+    later[40] = '\x09';
+    EXPECT_EQ(idem::decide_stored(later, digest_of(7), record, why), Outcome::unverifiable);
+    EXPECT_EQ(why, Unusable::newer_version);
+    EXPECT_EQ(idem::decide_stored(packed.substr(0, 30), digest_of(7), record, why), Outcome::unverifiable);
+    EXPECT_EQ(why, Unusable::damaged);
 }
 
 // A dictionary trained, as `zstd --train` does, on other records' bodies

@@ -140,12 +140,23 @@ TEST(Decide, UnexpectedReplyTypesAreUnavailable)
 
 TEST(Decide, UnreadableStringIsNotARecord)
 {
-    const std::string record = response(ours);
-    for (const std::string& value : {std::string(), std::string("hello"), record.substr(0, record.size() - 1),
-                                     record + "x"}) {
+    for (const std::string& value : {std::string(), std::string("hello"), std::string("IX")}) {
         idem::Unusable why = idem::Unusable::no;
         EXPECT_EQ(decide_resp(bulk(value), &why), Outcome::unavailable);
         EXPECT_EQ(why, idem::Unusable::not_a_record);
+    }
+}
+
+// A record of ours cut short or extended is one that does not open: 410,
+// never 503 (which a client retries for the whole idempotency_ttl).
+TEST(Decide, ARecordCutShortIsUnverifiable)
+{
+    const std::string record = response(ours);
+    for (const std::string& value : {std::string("IDM"), record.substr(0, 4), record.substr(0, record.size() - 1),
+                                     record + "x", claim(ours).substr(0, 20)}) {
+        idem::Unusable why = idem::Unusable::no;
+        EXPECT_EQ(decide_resp(bulk(value), &why), Outcome::unverifiable) << testing::PrintToString(value);
+        EXPECT_EQ(why, idem::Unusable::damaged);
     }
 }
 
@@ -252,13 +263,13 @@ TEST(Decide, ARecordOfALaterReleaseIsUnverifiable)
         EXPECT_EQ(why, idem::Unusable::newer_version);
         EXPECT_NE(std::string(idem::unusable_reason(why)).find("later release"), std::string::npos);
     }
-    // version 0 is no record at all
+    // version 0, with our magic: a record of ours, damaged
     std::string zero = response(ours);
     zero[3] = '\0';
     idem::Unusable why = idem::Unusable::no;
     Record record{};
-    EXPECT_EQ(idem::decide_stored(zero, ours, record, why), Outcome::unavailable);
-    EXPECT_EQ(why, idem::Unusable::not_a_record);
+    EXPECT_EQ(idem::decide_stored(zero, ours, record, why), Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::damaged);
 }
 
 // outcome.hpp: each outcome's name ($idempotency_status), status and problem.

@@ -237,3 +237,55 @@ TEST(PieceLook, TellsTheFirstPieceMissingStaleOrAltered)
 }
 
 }  // namespace
+
+// A record lists at most max_piece_count pieces: one more is refused by
+// decode_record itself, as a damaged record of ours (410).
+TEST(PiecesRecord, OneMorePieceThanTheMostIsRefused)
+{
+    const std::uint32_t most = idem::max_piece_count;
+    std::string bytes = encode(List(most, 1024, std::uint64_t{1024} * most), {});
+    ASSERT_TRUE(idem::decode_record(bytes));
+    // count + 1, a body that needs it, one more stored size
+    constexpr std::size_t count_at = idem::record_prefix_size + idem::pieces_id_size;
+    idem::put_be<std::uint32_t>(bytes.data() + count_at, most + 1);
+    idem::put_be<std::uint64_t>(bytes.data() + count_at + 8, std::uint64_t{1024} * most + 1);
+    bytes.insert(count_at + 16 + 4 * std::size_t{most}, std::string("\0\0\x03\xe8", 4));
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
+    EXPECT_FALSE(idem::decode_record(bytes, &flaw));
+    EXPECT_EQ(flaw, idem::RecordFlaw::damaged);
+}
+
+// The room a replay takes is the location's: a record of any kind whose
+// body is over its idempotency_max_response_size, or kept in pieces larger
+// than its idempotency_piece_size holds, is 410 there.
+TEST(PiecesRecord, HeldToTheLocationsLimits)
+{
+    std::string bytes = encode(List(3, 1024, 2500), {});
+    idem::Record record;
+    idem::Unusable why = idem::Unusable::no;
+    ASSERT_EQ(idem::decide_stored(bytes, digest_of(7), record, why), idem::Outcome::replayed);
+    EXPECT_EQ(idem::decide_limits(idem::Outcome::replayed, record, {2500, 1024}, why), idem::Outcome::replayed);
+    EXPECT_EQ(why, idem::Unusable::no);
+    EXPECT_EQ(idem::decide_limits(idem::Outcome::replayed, record, {2499, 1024}, why), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::too_large);
+    why = idem::Unusable::no;
+    EXPECT_EQ(idem::decide_limits(idem::Outcome::replayed, record, {2500, 1023}, why), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::pieces_too_large);
+    // what is not a replay is left as it was
+    why = idem::Unusable::no;
+    EXPECT_EQ(idem::decide_limits(idem::Outcome::mismatch, record, {0, 0}, why), idem::Outcome::mismatch);
+    EXPECT_EQ(why, idem::Unusable::no);
+
+    // eight pieces of 64 MB at the defaults (1m, pieces of 1m): 410
+    const std::uint32_t big = idem::max_piece_bytes;
+    std::string huge = encode(List(8, big, std::uint64_t{big} * 8), {});
+    ASSERT_EQ(idem::decide_stored(huge, digest_of(7), record, why), idem::Outcome::replayed);
+    const idem::ReplayLimits defaults{1024 * 1024, idem::piece_body_size(1024 * 1024)};
+    EXPECT_EQ(idem::decide_limits(idem::Outcome::replayed, record, defaults, why), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::too_large);
+    // pieces of 64 MB over a body the limit allows: still 410
+    std::string wide = encode(List(1, big, 1000), {});
+    ASSERT_EQ(idem::decide_stored(wide, digest_of(7), record, why), idem::Outcome::replayed);
+    EXPECT_EQ(idem::decide_limits(idem::Outcome::replayed, record, defaults, why), idem::Outcome::unverifiable);
+    EXPECT_EQ(why, idem::Unusable::pieces_too_large);
+}

@@ -267,10 +267,11 @@ TEST(RecordDecode, RefusesWrongMagicVersionOrKind)
         // a version above this release's is a later release's record (never
         // executed again for); version 3 is compressed, opened before it is
         // decoded (compression.hpp); version 4 lists pieces, in a layout of
-        // its own (test_pieces.cpp); version 0 is no record at all
+        // its own (test_pieces.cpp), which this unreplayable marker is not;
+        // version 0 has our magic: a record of ours, damaged
         idem::RecordFlaw flaw = idem::RecordFlaw::none;
         idem::decode_record(bytes, &flaw);
-        EXPECT_EQ(flaw, version == '\x00' || version == '\x04' ? idem::RecordFlaw::none
+        EXPECT_EQ(flaw, version == '\x00' || version == '\x04' ? idem::RecordFlaw::damaged
                         : version == '\x03'                    ? idem::RecordFlaw::compressed
                                                                : idem::RecordFlaw::newer_version);
     }
@@ -387,12 +388,29 @@ TEST(RecordDecode, RefusesFlawedTrailers)
 
 TEST(RecordDecode, BytesThatAreNotARecordHaveNoFlaw)
 {
+    for (const char* other : {"", "ID", "hello", "idm\x01", "{\"a\":1}"}) {
+        idem::RecordFlaw flaw = idem::RecordFlaw::status;
+        EXPECT_FALSE(idem::decode_record(other, &flaw).has_value());
+        EXPECT_EQ(flaw, idem::RecordFlaw::none) << other;
+    }
     idem::RecordFlaw flaw = idem::RecordFlaw::status;
-    EXPECT_FALSE(idem::decode_record("IDM", &flaw).has_value());
-    EXPECT_EQ(flaw, idem::RecordFlaw::none);
-    flaw = idem::RecordFlaw::status;
     EXPECT_TRUE(idem::decode_record(response(Digest{}, 200, {{"A", "b"}}, "x"), &flaw).has_value());
     EXPECT_EQ(flaw, idem::RecordFlaw::none);
+}
+
+// Bytes with the magic are ours: cut short anywhere, or with bytes after
+// their end, they are a damaged record (410), never someone else's value.
+TEST(RecordDecode, OurMagicCutShortOrExtendedIsDamaged)
+{
+    const std::string whole = response(digest_of(3), 201, {{"A", "b"}}, "body");
+    for (std::size_t n = 3; n < whole.size(); ++n) {
+        idem::RecordFlaw flaw = idem::RecordFlaw::none;
+        EXPECT_FALSE(idem::decode_record(whole.substr(0, n), &flaw).has_value()) << n;
+        EXPECT_EQ(flaw, idem::RecordFlaw::damaged) << n;
+    }
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
+    EXPECT_FALSE(idem::decode_record(whole + "x", &flaw).has_value());
+    EXPECT_EQ(flaw, idem::RecordFlaw::damaged);
 }
 
 TEST(RecordLimits, HeaderCountAndBytes)
