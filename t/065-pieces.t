@@ -247,6 +247,30 @@ sub look_fails {
     Test::More::is(IdempotencyTest::upstream_count("/lf/$key"), 1, "$key: never executed again");
 }
 
+# A record of version 4 made by hand under $key, as anyone who can write to
+# Redis can: $count pieces of $size bytes of zeros, each one zstd frame
+# (a few KB however large), listed with the fingerprint and status of the
+# record $key holds now (its original's).
+sub crafted_pieces {
+    my ($key, $count, $size) = @_;
+    my $rkey = IdempotencyTest::redis_key($key);
+    my $found = IdempotencyTest::redis_command('GET', $rkey) // die "no record under $key\n";
+    my ($fingerprint, $status) = (substr($found, 5, 32), 201);
+    my $zeros = Idem::Proc::tmpdir() . '/zeros';
+    open my $fh, '>', $zeros or die "$zeros: $!\n";
+    truncate $fh, $size or die "truncate: $!\n";
+    close $fh;
+    my $frame = `zstd -q -1 -c $zeros`;
+    die "zstd failed\n" if $? || !length $frame;
+    my $id = 'crafted-pieces!!';    # 16 bytes
+    my @values = map { "IDM\x04\x04" . $id . pack('N', $_) . "\x01" . $frame } 0 .. $count - 1;
+    my $record = "IDM\x04\x02" . $fingerprint . $id . pack('N N Q>', $count, $size, $count * $size)
+               . join('', map { pack('N', length $_) } @values) . "\x01" . pack('n n N', $status, 0, 0);
+    my $base = "{$rkey}:p" . unpack('H*', $id) . ':';
+    IdempotencyTest::redis_command('SET', $base . sprintf('%08x', $_), $values[$_], 'PX', 600000) for 0 .. $count - 1;
+    IdempotencyTest::redis_command('SET', $rkey, $record, 'PX', 600000);
+}
+
 __DATA__
 
 === TEST 1: 20 MB responses, incompressible and compressible, are kept in pieces and replayed byte for byte
@@ -492,3 +516,30 @@ GET /_count/lf/lf-2
 --- no_error_log
 exited on signal
 [alert]
+
+
+
+=== TEST 16: a record listing pieces beyond the location's limits: 410, never a byte of them sent
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::small_pieces() . main::location_conf('/d/', 'idempotency on', 'proxy_pass http://backend')
+--- init
+# at the defaults (1m, no pieces): eight pieces of 64 MB, 19 KB of Redis
+Test::More::is(IdempotencyTest::nginx_post('/d/1?size=100', 'cp-1'), 201, 'the original, kept whole');
+main::crafted_pieces('cp-1', 8, 64 * 1024 * 1024);
+Test::More::is(IdempotencyTest::nginx_post('/d/1?size=100', 'cp-1'), 410, 'eight pieces of 64 MB at the defaults: 410');
+# where pieces of 64k are kept: two of 1 MB, a body well within its 64m
+Test::More::is(IdempotencyTest::nginx_post('/lp/cp-2?kind=noise&size=' . $main::SMALL, 'cp-2'), 201, 'the original');
+Idem::Store::stored('cp-2', 'response') or die "the record of cp-2 never landed\n";
+main::crafted_pieces('cp-2', 2, 1024 * 1024);
+Test::More::is(IdempotencyTest::nginx_post('/lp/cp-2?kind=noise&size=' . $main::SMALL, 'cp-2'), 410,
+               'pieces of 1 MB where the piece size is 64k: 410');
+--- request
+GET /_count/d/1
+--- error_code: 200
+--- response_body: 1
+--- error_log eval
+[qr/\[error\] .*the record under "idem:[0-9a-f]{64}" does not open: its response is larger than idempotency_max_response_size allows here/,
+ qr/\[error\] .*the record under "idem:[0-9a-f]{64}" does not open: it is kept in pieces larger than idempotency_piece_size allows here/]
