@@ -11,6 +11,8 @@
 
 #include "admin.hpp"
 
+#include <openssl/rand.h>
+
 #include <new>
 
 #include "access.hpp"
@@ -18,6 +20,7 @@
 #include "conf.hpp"
 #include "conf_util.hpp"
 #include "inspect.hpp"
+#include "pieces.hpp"
 #include "key.hpp"
 #include "key_space.hpp"
 #include "problem.hpp"
@@ -42,6 +45,18 @@ struct AdminCtx {
     ngx_str_t inspection; // the JSON of what the peek found (a purge's answer carries it)
     KeyState state;
 };
+
+// What keys the fingerprint the inspection shows (inspect.hpp): drawn when
+// the configuration is read, the same in every worker of this nginx.
+unsigned char fingerprint_key[32];
+
+// A claim in flight, or a record this location cannot judge, is purged
+// only when the operator insists: either may stand for an execution a
+// retry would otherwise repeat.
+bool needs_force(KeyState state)
+{
+    return state == KeyState::claimed || state == KeyState::unjudged;
+}
 
 // --------------------------------------------------------------- answers
 
@@ -113,10 +128,13 @@ void log_purge(AdminCtx* ctx, bool forced)
     (void)ngx_http_auth_basic_user(r);  // $remote_user, if the request carries Basic credentials
     ngx_str_t state{key_state_name(ctx->state).size(), bytes(key_state_name(ctx->state))};
     ngx_uint_t level = forced ? NGX_LOG_WARN : NGX_LOG_NOTICE;
+    const char* why = !forced ? ""
+                      : ctx->state == KeyState::claimed
+                          ? " (a claim in flight, forced: a retry may execute again)"
+                          : " (not judged here, forced: a location that could replay it executes a retry again)";
     ngx_log_error(level, r->connection->log, 0,
                   "idempotency: purged the %V record under \"%V\"%s, asked by %V, user \"%V\"", &state, &ctx->key,
-                  forced ? " (a claim in flight, forced: a retry may execute again)" : "", &r->connection->addr_text,
-                  &r->headers_in.user);
+                  why, &r->connection->addr_text, &r->headers_in.user);
 }
 
 void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
@@ -126,7 +144,7 @@ void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
     ngx_int_t rc;
     switch (status) {
     case LiveStatus::done:
-        log_purge(ctx, ctx->state == KeyState::claimed);
+        log_purge(ctx, ctx->force && needs_force(ctx->state));
         rc = send_purge(ctx, NGX_HTTP_OK, true, {});
         break;
     case LiveStatus::gone:
@@ -140,16 +158,30 @@ void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
     finish(ctx, rc);
 }
 
-// A compressed record opened, to tell its response (never a sealed one:
-// nothing is decrypted here); nullopt when it does not open.
-std::optional<std::string_view> opened(ngx_http_request_t* r, const LocConf* conf, std::optional<std::string_view> value)
+// A compressed record opened with this location's settings, to tell its
+// response (never a sealed one: nothing is decrypted here); nullopt when
+// it is not opened, `why` saying when that is this location's doing: a
+// dictionary it lacks, or a size over its limit (never inflated then).
+std::optional<std::string_view> opened(ngx_http_request_t* r, const LocConf* conf, std::optional<std::string_view> value,
+                                       NotJudged& why)
 {
+    why = NotJudged::no;
     std::optional<CompressedHead> head = value && !is_sealed(*value) ? compressed_head(*value) : std::nullopt;
-    if (!head || head->plain_size > max_plain_record(conf->max_response_size)) {
+    if (!head) {
+        return std::nullopt;
+    }
+    const Dictionaries& dictionaries = location_dictionaries(*conf);
+    std::uint32_t dictionary = frame_dictionary(head->frame);
+    if (dictionary != 0 && dictionaries.find(dictionary) == nullptr) {
+        why = NotJudged::dictionary;
+        return std::nullopt;
+    }
+    if (head->plain_size > max_plain_record(conf->max_response_size)) {
+        why = NotJudged::too_large;
         return std::nullopt;
     }
     auto* out = static_cast<char*>(ngx_pnalloc(r->pool, head->plain_size));
-    return out != nullptr ? worker_inflater().inflate(*value, *head, out, location_dictionaries(*conf)) : std::nullopt;
+    return out != nullptr ? worker_inflater().inflate(*value, *head, out, dictionaries) : std::nullopt;
 }
 
 bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::int64_t ttl_ms)
@@ -164,7 +196,9 @@ bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::
     facts.ttl_conf_ms = ctx->conf->ttl;
     facts.wait_ms = ctx->conf->wait;
     facts.sealing = ctx->conf->seal_keys != nullptr;
-    facts.opened = opened(r, ctx->conf, value);
+    facts.limits = {ctx->conf->max_response_size, piece_body_size(ctx->conf->piece_size)};
+    facts.opened = opened(r, ctx->conf, value, facts.not_opened);
+    facts.fingerprint_key = {reinterpret_cast<const char*>(fingerprint_key), sizeof fingerprint_key};
     size_t room = inspection_room(ctx->store_name.len);
     auto* json = static_cast<u_char*>(ngx_pnalloc(r->pool, room));
     if (json == nullptr) {
@@ -172,7 +206,7 @@ bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::
     }
     ctx->inspection.data = json;
     ctx->inspection.len = inspection_json(value, facts, reinterpret_cast<char*>(json), room);
-    ctx->state = key_state(value);
+    ctx->state = judged_state(value, facts);
     return ctx->inspection.len != 0;
 }
 
@@ -203,10 +237,14 @@ void on_peeked(void* data, LiveStatus status, std::string_view value, std::int64
         finish(ctx, send_purge(ctx, NGX_HTTP_NOT_FOUND, false, "nothing is stored under the key"));
         return;
     }
-    if (ctx->state == KeyState::claimed && !ctx->force) {
+    if (needs_force(ctx->state) && !ctx->force) {
         finish(ctx, send_purge(ctx, NGX_HTTP_CONFLICT, false,
-                               "the original is in flight; purging its claim lets a retry execute again "
-                               "(add force=1 to purge it all the same)"));
+                               ctx->state == KeyState::claimed
+                                   ? "the original is in flight; purging its claim lets a retry execute again "
+                                     "(add force=1 to purge it all the same)"
+                                   : "the record is not judged here: a location whose settings open it may replay "
+                                     "it, and a retry there would execute again once it is purged (add force=1 to "
+                                     "purge it all the same)"));
         return;
     }
     // purge exactly what was read (the store copies it)
@@ -265,6 +303,41 @@ bool key_from_hash(ngx_http_request_t* r, const LocConf* conf, const ngx_str_t& 
     return true;
 }
 
+// What names the virtual server nginx would choose for a request to
+// `name` on this request's address — exact, wildcard and regular
+// expression server names alike, case-insensitive, a trailing dot
+// ignored, as nginx matches a Host — in the store keys: its first
+// server_name. A name no server block of this address has is taken for
+// the first server_name of one listening elsewhere, lower-cased as nginx
+// keeps it.
+ngx_str_t server_identity(ngx_http_request_t* r, const ngx_str_t& name)
+{
+    ngx_str_t host{name.len, static_cast<u_char*>(ngx_pnalloc(r->pool, name.len ? name.len : 1))};
+    if (host.data == nullptr) {
+        return name;
+    }
+    ngx_strlow(host.data, name.data, name.len);
+    if (host.len > 1 && host.data[host.len - 1] == '.') {
+        host.len--;
+    }
+    ngx_http_virtual_names_t* names = r->http_connection != nullptr && r->http_connection->addr_conf != nullptr
+                                          ? r->http_connection->addr_conf->virtual_names
+                                          : nullptr;
+    if (names == nullptr) {
+        return host;
+    }
+    auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(
+        ngx_hash_find_combined(&names->names, ngx_hash_key(host.data, host.len), host.data, host.len));
+#if (NGX_PCRE)
+    for (ngx_uint_t i = 0; cscf == nullptr && host.len != 0 && i < names->nregex; i++) {
+        if (ngx_regex_exec(names->regex[i].regex->regex, &host, nullptr, 0) >= 0) {
+            cscf = names->regex[i].server;
+        }
+    }
+#endif
+    return cscf != nullptr ? cscf->server_name : host;
+}
+
 // The store key as a request with this key would name it: the virtual
 // server (this one, or ?server=NAME), the scope (?scope=), the key.
 bool key_from_header(ngx_http_request_t* r, const LocConf* conf, std::string_view client_key, ngx_str_t& key)
@@ -272,7 +345,7 @@ bool key_from_header(ngx_http_request_t* r, const LocConf* conf, std::string_vie
     ngx_str_t scope = ngx_null_string, server;
     query_arg(r, "scope", scope);
     ngx_str_t space = conf->key_space;
-    if (query_arg(r, "server", server) && !key_space_of(r->pool, server, space)) {
+    if (query_arg(r, "server", server) && !key_space_of(r->pool, server_identity(r, server), space)) {
         return false;
     }
     return store_key(r->pool, conf->key_prefix, space, scope, client_key, key);
@@ -366,7 +439,28 @@ char* set_admin_handler(ngx_conf_t* cf, ngx_command_t*, void* conf)
     auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module));
     clcf->handler = admin_handler;
     static_cast<LocConf*>(conf)->admin = true;
+    static bool drawn = false;
+    if (!drawn && RAND_bytes(fingerprint_key, sizeof fingerprint_key) != 1) {
+        return const_cast<char*>("cannot draw a random key");
+    }
+    drawn = true;
     return NGX_CONF_OK;
+}
+
+bool merge_admin(ngx_conf_t* cf, LocConf* conf, bool enabled_here)
+{
+    if (!conf->admin) {
+        return true;
+    }
+    if (enabled_here && conf->enable) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"idempotency on\" and \"idempotency_admin\" in one location: the operator's endpoint is "
+                           "never a protected request (a purge would be claimed under the very key it purges); "
+                           "leave \"idempotency on\" out of it");
+        return false;
+    }
+    conf->enable = 0;  // inherited: the endpoint wins
+    return true;
 }
 
 }  // namespace idem

@@ -2,6 +2,9 @@
 
 #include "inspect.hpp"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -106,13 +109,85 @@ private:
     bool first_ = true;
 };
 
-// The first 8 bytes of a fingerprint, in hex: enough to tell two requests
-// apart, not a digest of the body to look up.
-void fingerprint_field(Json& j, const Digest& fingerprint)
+// The fingerprint keyed with a secret of the deployment, 8 bytes in hex:
+// enough to tell two requests apart, and no digest of a body anyone could
+// look up (the fingerprint itself is an unsalted SHA-256 of the request).
+// Without a key, nothing is shown.
+void fingerprint_field(Json& j, const Digest& fingerprint, std::string_view key)
 {
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
+    if (key.empty()
+        || HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), fingerprint.data(), fingerprint.size(), mac,
+                &mac_len) == nullptr
+        || mac_len < 8) {
+        return;
+    }
     char hex[17];
-    to_hex(fingerprint.data(), 8, hex);
+    to_hex(mac, 8, hex);
     j.field("fingerprint").string({hex, 16});
+}
+
+// What the inspection makes of a value: its state and, for a record the
+// inspecting location cannot judge, why; the record, when it reads.
+struct Judgement {
+    KeyState state = KeyState::absent;
+    NotJudged why = NotJudged::no;
+    bool sealed = false;
+    std::optional<CompressedHead> compressed;
+    std::optional<Record> record;
+};
+
+Judgement judge(std::optional<std::string_view> value, const InspectFacts& facts) noexcept
+{
+    Judgement v;
+    v.state = key_state(value);
+    if (!value) {
+        return v;
+    }
+    v.sealed = is_sealed(*value);
+    if (v.sealed) {
+        return v;  // never opened here: only its size is told
+    }
+    if (v.state == KeyState::unjudged) {
+        v.why = NotJudged::later_release;
+        return v;
+    }
+    v.compressed = compressed_head(*value);
+    if (v.compressed) {
+        if (!facts.opened) {
+            v.why = facts.not_opened;
+            v.state = v.why != NotJudged::no ? KeyState::unjudged : KeyState::unusable;
+            return v;
+        }
+        v.record = decode_record(*facts.opened);
+        if (!v.record) {
+            v.state = KeyState::unusable;
+            return v;
+        }
+    } else {
+        v.record = decode_record(*value);
+    }
+    Unusable why = Unusable::no;
+    if (v.state == KeyState::stored && v.record
+        && decide_limits(Outcome::replayed, *v.record, facts.limits, why) != Outcome::replayed) {
+        v.state = KeyState::unjudged;
+        v.why = NotJudged::too_large;
+    }
+    return v;
+}
+
+std::string_view not_judged_reason(NotJudged why) noexcept
+{
+    switch (why) {
+    case NotJudged::no: return "";
+    case NotJudged::dictionary:
+        return "compressed with a dictionary this location's idempotency_compress_dictionary lacks";
+    case NotJudged::too_large:
+        return "larger than this location's idempotency_max_response_size (or pieces over its idempotency_piece_size)";
+    case NotJudged::later_release: return "a record of a later release's layout";
+    }
+    return "";
 }
 
 constexpr std::string_view other_request = "; the same key with another method, URI or body gets 422";
@@ -196,6 +271,12 @@ void next_request(Json& j, KeyState state, const Record* record, bool sealed, co
     case KeyState::foreign:
         len = std::snprintf(text, sizeof text, "503: the value is not a record of this module");
         break;
+    case KeyState::unjudged:
+        len = std::snprintf(text, sizeof text,
+                            "not judged here: a location whose settings open it (or a later release) replays it "
+                            "without reaching the upstream, another answers 410 response-unverifiable; it is "
+                            "purged only with force=1");
+        break;
     }
     j.field("next_request").string({text, len > 0 ? static_cast<std::size_t>(len) : 0});
 }
@@ -211,6 +292,7 @@ std::string_view key_state_name(KeyState state) noexcept
     case KeyState::unreplayable: return "unreplayable";
     case KeyState::unusable: return "unusable";
     case KeyState::foreign: return "foreign";
+    case KeyState::unjudged: return "unjudged";
     }
     return "";
 }
@@ -225,14 +307,14 @@ KeyState key_state(std::optional<std::string_view> value) noexcept
     }
     RecordFlaw flaw = RecordFlaw::none;
     std::optional<Record> record = decode_record(*value, &flaw);
-    if (flaw == RecordFlaw::compressed) {
-        if (compressed_head(*value, &flaw)) {
-            return KeyState::stored;
-        }
-        return flaw != RecordFlaw::none ? KeyState::unusable : KeyState::foreign;
+    if (flaw == RecordFlaw::compressed && compressed_head(*value, &flaw)) {
+        return KeyState::stored;
     }
     if (!record) {
-        return flaw != RecordFlaw::none ? KeyState::unusable : KeyState::foreign;
+        // a later release's record may be replayed by a gateway of that release
+        return flaw == RecordFlaw::newer_version ? KeyState::unjudged
+               : flaw != RecordFlaw::none        ? KeyState::unusable
+                                                 : KeyState::foreign;
     }
     switch (record->kind) {
     case RecordKind::claim: return KeyState::claimed;
@@ -242,19 +324,19 @@ KeyState key_state(std::optional<std::string_view> value) noexcept
     return KeyState::foreign;
 }
 
+KeyState judged_state(std::optional<std::string_view> value, const InspectFacts& facts) noexcept
+{
+    return judge(value, facts).state;
+}
+
 std::size_t inspection_json(std::optional<std::string_view> value, const InspectFacts& facts, char* out,
                             std::size_t room) noexcept
 {
-    KeyState state = key_state(value);
-    bool sealed = value && is_sealed(*value);
-    std::optional<CompressedHead> compressed = value && !sealed ? compressed_head(*value) : std::nullopt;
-    std::optional<Record> record;
-    if (compressed) {
-        record = facts.opened ? decode_record(*facts.opened) : std::nullopt;
-        state = record ? state : KeyState::unusable;
-    } else if (value && !sealed) {
-        record = decode_record(*value);
-    }
+    const Judgement v = judge(value, facts);
+    const KeyState state = v.state;
+    const bool sealed = v.sealed;
+    const std::optional<CompressedHead>& compressed = v.compressed;
+    const std::optional<Record>& record = v.record;
 
     Json j(out, room);
     j.open();
@@ -269,6 +351,9 @@ std::size_t inspection_json(std::optional<std::string_view> value, const Inspect
         }
         if (compressed) {
             j.field("plain_bytes").number(static_cast<std::int64_t>(compressed->plain_size));
+            if (std::uint32_t dictionary = frame_dictionary(compressed->frame)) {
+                j.field("dictionary_id").number(dictionary);
+            }
         }
         if (facts.ttl_ms >= 0) {
             j.field("expires_at").time(facts.now_ms + static_cast<std::uint64_t>(facts.ttl_ms));
@@ -277,13 +362,16 @@ std::size_t inspection_json(std::optional<std::string_view> value, const Inspect
             j.field("expires_at").null();
         }
     }
+    if (state == KeyState::unjudged) {
+        j.field("not_judged_here").string(not_judged_reason(v.why));
+    }
     if (record) {
-        fingerprint_field(j, record->fingerprint);
+        fingerprint_field(j, record->fingerprint, facts.fingerprint_key);
     }
     if (state == KeyState::claimed && record) {
         claim_fields(j, *record, facts);
     }
-    if (state == KeyState::stored && record) {
+    if ((state == KeyState::stored || state == KeyState::unjudged) && record) {
         j.open("response");
         j.field("status").number(record->status);
         j.field("headers").number(record->header_count);
@@ -303,7 +391,7 @@ std::size_t inspection_json(std::optional<std::string_view> value, const Inspect
                               "more headers than a record holds, cut off by the upstream, or no room in the store");
         j.close();
     }
-    if ((state == KeyState::stored || state == KeyState::unreplayable) && facts.ttl_ms >= 0
+    if ((state == KeyState::stored || state == KeyState::unjudged || state == KeyState::unreplayable) && facts.ttl_ms >= 0
         && facts.ttl_conf_ms != 0) {
         // a record does not keep when it was stored: about its expiry less
         // the idempotency_ttl it was most likely stored with

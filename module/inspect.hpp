@@ -10,6 +10,8 @@
 #include <optional>
 #include <string_view>
 
+#include "decide.hpp"
+
 namespace idem {
 
 enum class KeyState : std::uint8_t {
@@ -19,6 +21,16 @@ enum class KeyState : std::uint8_t {
     unreplayable,  // executed, its response cannot be replayed (410)
     unusable,      // a response record no gateway writes (410 response-unverifiable)
     foreign,       // not a record of the module (503)
+    unjudged,      // a record the inspecting location's settings cannot open, which another
+                   // location (a dictionary, a larger limit) or a later release may replay
+};
+
+// Why a record is not judged where it is inspected.
+enum class NotJudged : std::uint8_t {
+    no,
+    dictionary,     // compressed with a dictionary this location lacks
+    too_large,      // larger than this location's idempotency_max_response_size (or piece size)
+    later_release,  // of a later release's layout
 };
 
 std::string_view key_state_name(KeyState state) noexcept;
@@ -32,15 +44,25 @@ struct InspectFacts {
     std::uint64_t ttl_conf_ms = 0;   // idempotency_ttl where the inspection is made
     std::uint64_t wait_ms = 0;       // idempotency_wait there
     bool sealing = false;            // idempotency_encrypt_key there
-    // A compressed value (compression.hpp), opened by the caller: the plain
-    // record it opened into; nullopt when it did not open (then it is
-    // unusable: 410).
+    ReplayLimits limits{SIZE_MAX, SIZE_MAX};  // what a replay there may hold (decide.hpp)
+    // A compressed value (compression.hpp), opened by the caller with the
+    // inspecting location's settings: the plain record it opened into;
+    // nullopt when it did not open, `not_opened` saying whether that is
+    // this location's doing (not judged here) or the record's (unusable).
     std::optional<std::string_view> opened;
+    NotJudged not_opened = NotJudged::no;
+    // The fingerprint is shown keyed with this (a secret of the running
+    // deployment): two keys' compare, nothing can be looked up from it.
+    std::string_view fingerprint_key;
 };
 
-// The state of a value (nullopt: absent); a compressed response is stored
-// until it turns out not to open.
+// The state of a value (nullopt: absent) by what it is alone; a compressed
+// response is stored until it turns out not to open.
 KeyState key_state(std::optional<std::string_view> value) noexcept;
+
+// The state the inspection gives it, with what the inspecting location
+// can open: a record it cannot judge is `unjudged`, never `unusable`.
+KeyState judged_state(std::optional<std::string_view> value, const InspectFacts& facts) noexcept;
 
 // Writes the inspection of `value` (nullopt: absent) as a JSON object to
 // `out`; returns its length, or 0 when `room` is too small.

@@ -28,8 +28,6 @@ namespace {
 
 char* set_methods(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
-char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
-char* set_release_statuses(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
 using Setter = char* (*)(ngx_conf_t*, ngx_command_t*, void*);
 
@@ -135,71 +133,6 @@ char* set_header(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
     return NGX_CONF_OK;
 }
 
-// The first file's key seals new records; the others only open old ones
-// (rotation).
-char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t*, void* conf)
-{
-    auto* lcf = static_cast<LocConf*>(conf);
-    if (lcf->seal_keys != NGX_CONF_UNSET_PTR) {
-        return const_cast<char*>("is duplicate");
-    }
-    lcf->seal_keys = ngx_array_create(cf->pool, cf->args->nelts - 1, sizeof(SecretKey));
-    if (lcf->seal_keys == nullptr) {
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
-    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
-        ngx_str_t path = args[i];
-        u_char buf[129];
-        ssize_t n = 0;
-        if (!read_config_file(cf, "idempotency_encrypt_key", "", path, buf, sizeof(buf), n)) {
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-        auto* key = static_cast<SecretKey*>(ngx_array_push(lcf->seal_keys));
-        bool ok = n >= 0 && n < static_cast<ssize_t>(sizeof(buf)) && key != nullptr
-                  && parse_secret_key({reinterpret_cast<char*>(buf), static_cast<size_t>(n)}, *key);
-        ngx_explicit_memzero(buf, sizeof(buf));
-        if (!ok) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "\"idempotency_encrypt_key\": \"%V\" must hold a 32-byte key (32 raw bytes or 64 hex digits)",
-                               &path);
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-    }
-    return NGX_CONF_OK;
-}
-
-// idempotency_release_statuses CODE ... | off: the 4xx answers that say the
-// request was not executed, released instead of stored.
-char* set_release_statuses(ngx_conf_t* cf, ngx_command_t*, void* conf)
-{
-    auto* lcf = static_cast<LocConf*>(conf);
-    if (lcf->release_statuses != NGX_CONF_UNSET_PTR) {
-        return const_cast<char*>("is duplicate");
-    }
-    auto* statuses = static_cast<ReleaseStatuses*>(ngx_palloc(cf->pool, sizeof(ReleaseStatuses)));
-    if (statuses == nullptr) {
-        return static_cast<char*>(NGX_CONF_ERROR);
-    }
-    *statuses = ReleaseStatuses{};
-    auto* args = static_cast<ngx_str_t*>(cf->args->elts);
-    if (cf->args->nelts == 2 && view(args[1]) == "off") {
-        lcf->release_statuses = statuses;
-        return NGX_CONF_OK;
-    }
-    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
-        if (!statuses->add(parse_release_status(view(args[i])))) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid status \"%V\" in \"idempotency_release_statuses\": it takes statuses from 400 "
-                               "to 499, or \"off\" alone (a 5xx is never stored unless idempotency_store_errors is on)",
-                               &args[i]);
-            return static_cast<char*>(NGX_CONF_ERROR);
-        }
-    }
-    lcf->release_statuses = statuses;
-    return NGX_CONF_OK;
-}
-
 // ---------------------------------------------------------- configuration
 
 void* create_main_conf(ngx_conf_t* cf)
@@ -247,7 +180,11 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     auto* prev = static_cast<LocConf*>(parent);
     auto* conf = static_cast<LocConf*>(child);
 
+    bool enabled_here = conf->enable != NGX_CONF_UNSET;
     ngx_conf_merge_value(conf->enable, prev->enable, 0);
+    if (!merge_admin(cf, conf, enabled_here)) {
+        return static_cast<char*>(NGX_CONF_ERROR);
+    }
     if (conf->server == nullptr) {
         conf->server = prev->server;
     }

@@ -104,17 +104,23 @@ bool decodes_to(std::string_view raw, std::string_view expected) noexcept
     return expected.empty();
 }
 
+// Without the spaces and tabs around it, which HTTP does not carry.
+std::string_view trimmed(std::string_view s) noexcept
+{
+    while (!s.empty() && is_space_or_tab(s.front())) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && is_space_or_tab(s.back())) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
 }  // namespace
 
 bool is_event_stream(std::string_view content_type) noexcept
 {
-    std::string_view type = content_type.substr(0, content_type.find(';'));
-    while (!type.empty() && is_space_or_tab(type.front())) {
-        type.remove_prefix(1);
-    }
-    while (!type.empty() && is_space_or_tab(type.back())) {
-        type.remove_suffix(1);
-    }
+    std::string_view type = trimmed(content_type.substr(0, content_type.find(';')));
     if (type.size() != event_stream.size()) {
         return false;
     }
@@ -128,6 +134,7 @@ bool is_event_stream(std::string_view content_type) noexcept
 
 std::size_t sse_resume_offset(std::string_view body, std::string_view id) noexcept
 {
+    id = trimmed(id);
     if (id.empty()) {
         return 0;  // no last event ID: the whole stream
     }
@@ -164,6 +171,7 @@ std::size_t sse_resume_offset(std::string_view body, std::string_view id) noexce
         if (value.find('\0') != std::string_view::npos) {
             continue;  // ignored: the last event ID stays as it was
         }
+        value = trimmed(value);
         event_matches = value == id || decodes_to(value, id);
     }
     return 0;

@@ -19,8 +19,11 @@ bool is_event_stream(std::string_view content_type) noexcept;
 // Where a client that reconnects with Last-Event-ID `id` resumes in `body`
 // (the stream's bytes as the client got them): right after the blank line
 // that ends the first event whose `id` field set the last event ID to
-// exactly `id`; 0 — the whole stream — when no complete event did (an
-// unknown id, an empty one, or an event whose blank line has not come yet).
+// `id`; 0 — the whole stream — when no complete event did (an unknown id,
+// an empty one, or an event whose blank line has not come yet). HTTP does
+// not carry the spaces and tabs around a header's value (nginx trims
+// them): both ids are compared without them, so that among ids differing
+// only there the first wins — events may be sent again, never skipped.
 //
 // The stream: an optional UTF-8 BOM first; lines end with CRLF, LF or CR (a
 // CR that is the last byte of `body` ends its line); an event is the lines

@@ -44,6 +44,8 @@
 #   gap=SECS       ... or SECS between events
 #   die_after=K    ... and after event K the connection is reset (SO_LINGER 0)
 #   pad=B          ... each event's data padded with B bytes
+#   ids=A,B,...    ... event I's id the I-th of these (URL-escaped: spaces
+#                  and tabs kept), its number past them
 # The default body is JSON:
 #   {"path":"/p","method":"POST","execution":N,"body_length":L,"body_sha256":"hex"}
 # Every counted response also carries "X-Upstream-Execution: N".
@@ -324,6 +326,9 @@ sub parse_params {
         } elsif ($k eq 'sse' || $k eq 'die_after' || $k eq 'pad') {
             die "bad request: $k\n" unless $v =~ /^\d{1,6}$/;
             $p{$k} = $v;
+        } elsif ($k eq 'ids') {
+            die "bad request: ids\n" unless $v =~ /^[^\r\n\0]{0,1024}$/;
+            $p{ids} = [split /,/, $v, -1];
         } elsif ($k eq 'gap') {
             die "bad request: $k\n" unless $v =~ /^\d+(?:\.\d+)?$|^\.\d+$/ && $v <= MAX_TRICKLE;
             $p{$k} = $v;
@@ -398,7 +403,8 @@ sub event_stream {
         } elsif ($i > 1 && $p->{gap}) {
             sleep $p->{gap};
         }
-        my $event = "id: $i\ndata: event $i of $count$pad\n\n";
+        my $id = $p->{ids} && $i <= @{ $p->{ids} } ? $p->{ids}[$i - 1] : $i;
+        my $event = "id: $id\ndata: event $i of $count$pad\n\n";
         write_all($sock, sprintf("%x\r\n", length $event) . $event . "\r\n");
         if (defined $p->{die_after} && $p->{die_after} == $i) {
             sleep 0.1;    # let the event leave before the reset discards it

@@ -33,6 +33,11 @@ sub locations {
 # Event I of N as upstream.pl sends it.
 sub event { my ($i, $n) = @_; "id: $i\ndata: event $i of $n\n\n" }
 sub events { my ($from, $to, $n) = @_; join '', map { event($_, $n) } $from .. $to }
+# ... with the ids the upstream was given (ids=)
+sub events_ids {
+    my ($from, $n, @ids) = @_;
+    return join '', map { "id: $ids[$_ - 1]\ndata: event $_ of $n\n\n" } $from .. $n;
+}
 
 # The original of $key: POST $uri, read whole, and its record stored.
 sub stored_original {
@@ -231,3 +236,35 @@ Last-Event-ID: 3
 X-Idempotency-Status: replayed
 --- response_body eval
 main::event(4, 4)
+
+
+=== TEST 9: an id with spaces around it, which HTTP does not carry: the stream resumes after the first event it could be, never skipping events
+--- init
+main::stored_original('/resume/9?sse=4&ids=%205,a,5,b', 'resume-9');
+--- request
+POST /resume/9?sse=4&ids=%205,a,5,b
+x
+--- more_headers
+Idempotency-Key: resume-9
+Last-Event-ID:  5
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: replayed
+--- response_body eval
+main::events_ids(2, 4, ' 5', 'a', '5', 'b')
+
+
+=== TEST 10: ... and tabs
+--- init
+main::stored_original('/resume/10?sse=3&ids=%095%09,x,5', 'resume-10');
+--- request
+POST /resume/10?sse=3&ids=%095%09,x,5
+x
+--- more_headers
+Idempotency-Key: resume-10
+Last-Event-ID: 5
+--- error_code: 201
+--- response_headers
+X-Idempotency-Status: replayed
+--- response_body eval
+main::events_ids(2, 3, "\t5\t", 'x', '5')

@@ -64,6 +64,58 @@ sub tenant_post {
 
 sub key_hash { substr(IdempotencyTest::redis_key($_[0], $_[1] // ''), length 'idem:') }
 
+# The record under a client key as the store holds it (Redis, the
+# cluster); undef on the zone, which nothing outside nginx reads.
+sub raw_record {
+    my ($key, $scope) = @_;
+    return undef if Idem::Store::on_zone();
+    my $rkey = IdempotencyTest::redis_key($key, $scope);
+    my ($at) = Idem::Store::on_cluster() ? IdempotencyTest::cluster_owner($rkey) : (IdempotencyTest::redis_port());
+    return IdempotencyTest::redis_command_at($at, 'GET', $rkey);
+}
+
+# A request with a Host and more header lines; the response read.
+sub request_to {
+    my ($method, $uri, $host, @headers) = @_;
+    my $body = $method eq 'POST' ? 'x' : '';
+    return IdempotencyTest::read_response(IdempotencyTest::send_request(
+        "$method $uri HTTP/1.1\r\nHost: $host\r\nConnection: close\r\n" . join('', map { "$_\r\n" } @headers)
+        . ($body ne '' ? 'Content-Length: ' . length($body) . "\r\n" : '') . "\r\n$body"));
+}
+
+# The endpoint inside a server whose requests are protected, DELETE among
+# their methods: the operator's purge is never itself claimed under the
+# key it purges.
+sub inside_protected_server {
+    my $first = request_to('POST', '/a/12', 'localhost', 'Idempotency-Key: admin-12', 'X-User: u1');
+    Test::More::is("$first->{status} $first->{headers}{'x-idempotency-status'}", '201 new', 'the client\'s original');
+    my $purge = request_to('DELETE', '/_idem?scope=u1', 'localhost', 'Idempotency-Key: admin-12', 'X-User: u1');
+    Test::More::is($purge->{status}, 200, 'the operator\'s DELETE purges');
+    Test::More::is($purge->{headers}{'x-idempotency-status'} // '', '', '... and is no protected request');
+    my $j = eval { JSON::PP::decode_json($purge->{body}) } // {};
+    Test::More::is($j->{purged}, JSON::PP::true, '... purged: true');
+    my $after = request_to('GET', '/_idem?scope=u1', 'localhost', 'Idempotency-Key: admin-12', 'X-User: u1');
+    Test::More::is((eval { JSON::PP::decode_json($after->{body}) } // {})->{state}, 'absent',
+                   'nothing is left under the key, no claim nor answer of the purge');
+    my $retry = request_to('POST', '/a/12', 'localhost', 'Idempotency-Key: admin-12', 'X-User: u1');
+    Test::More::is("$retry->{status} $retry->{headers}{'x-idempotency-status'}", '201 new',
+                   'the client\'s retry executes again: never 422');
+}
+
+# ?server= names a virtual server as nginx matches a Host: any of its
+# names (exact, wildcard, regular expression), in any case.
+sub server_names {
+    my $first = request_to('POST', '/a/13', 'alias.example.com', 'Idempotency-Key: admin-13');
+    Test::More::is($first->{status}, 201, 'stored through the API server, by one of its other names');
+    for my $name ('api.example.com', 'API.Example.COM', 'alias.example.com', 'ALIAS.EXAMPLE.COM.', 'eu.example.org',
+                  'r7.example.net') {
+        my $got = admin("GET", "server=$name", "admin-13");
+        Test::More::is($got->{json}{state}, 'stored', "?server=$name: the API server's record");
+    }
+    Test::More::is(admin('GET', 'server=other.example.com', 'admin-13')->{json}{state}, 'absent',
+                   '?server= of no such server: absent');
+}
+
 # What no answer of the endpoint may hold.
 sub nothing_raw {
     my ($name, $res, $key) = @_;
@@ -85,7 +137,12 @@ sub stored_response {
     Test::More::is($j->{response}{status}, 201, 'the stored status');
     Test::More::is($j->{response}{body_bytes}, $body_bytes, 'the body size');
     Test::More::cmp_ok($j->{response}{headers}, '>=', 2, 'the header count');
-    Test::More::like($j->{fingerprint}, qr/\A[0-9a-f]{16}\z/, 'the fingerprint\'s first bytes');
+    Test::More::like($j->{fingerprint}, qr/\A[0-9a-f]{16}\z/, 'the fingerprint, keyed');
+    if (defined(my $raw = raw_record('admin-1', 'acme'))) {
+        # the fingerprint itself is an unsalted SHA-256 of method, URI and
+        # body: its first bytes would let a small body be guessed
+        Test::More::isnt($j->{fingerprint}, unpack('H16', substr($raw, 5, 8)), '... not the digest\'s own first bytes');
+    }
     Test::More::ok(!$j->{encrypted}, 'not encrypted');
     Test::More::cmp_ok($j->{ttl_ms}, '>', 3_500_000, 'expires in about idempotency_ttl (1h)');
     Test::More::like($j->{expires_at}, qr/\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\z/, 'expires_at is an ISO time');
@@ -367,3 +424,56 @@ location /_admin { idempotency_admin; }
 --- must_die
 --- error_log
 "idempotency_admin" needs a store:
+
+
+
+=== TEST 12: inside a server whose DELETEs are protected, the endpoint is not: the purge is no claim, and the client's retry executes again
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+idempotency on;
+idempotency_methods POST PATCH DELETE;
+idempotency_scope $http_x_user;
+add_header X-Idempotency-Status $idempotency_status always;
+location / { proxy_pass http://backend; }
+location = /_idem { idempotency_admin; }
+--- init
+main::inside_protected_server();
+--- request
+GET /_count/a/12
+--- error_code: 200
+--- response_body: 2
+--- no_error_log
+[error]
+
+
+
+=== TEST 13: nginx -t: idempotency on and idempotency_admin in one location are refused, naming both
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location /_admin { idempotency on; idempotency_admin; }
+--- must_die
+--- error_log
+"idempotency on" and "idempotency_admin" in one location
+
+
+
+=== TEST 14: ?server= names a virtual server as nginx matches names: any of its names, any case
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+server {
+    listen $TEST_NGINX_SERVER_PORT;
+    server_name API.Example.com alias.example.com *.example.org ~^r\d+\.example\.net$;
+    location / { idempotency on; proxy_pass http://backend; }
+}
+--- config eval
+main::locations()
+--- init
+main::server_names();
+--- request
+GET /_count/a/13
+--- error_code: 200
+--- response_body: 1
+--- no_error_log
+[error]

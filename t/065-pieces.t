@@ -170,7 +170,7 @@ sub rate_limited {
 sub small_pieces {
     my (@more) = @_;
     return location_conf('/', 'idempotency on', 'idempotency_max_response_size 64m', 'idempotency_piece_size 64k',
-                         'idempotency_redis_timeout 500ms', @more,
+                         @more,
                          'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend')
          . location_conf('/_count/', 'proxy_pass http://backend');
 }
@@ -488,7 +488,7 @@ exited on signal
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
 --- config eval
-main::small_pieces()
+main::small_pieces('idempotency_redis_timeout 500ms')
 --- init
 main::look_fails('lf-1', 'cut');
 --- request
@@ -501,12 +501,12 @@ exited on signal
 
 
 
-=== TEST 15: the look at the pieces timing out: every retry 503 within idempotency_redis_timeout, and every worker lives
+=== TEST 15: the look at the pieces timing out: every retry 503, and every worker lives
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
 --- config eval
-main::small_pieces()
+main::small_pieces('idempotency_redis_timeout 500ms')
 --- init
 main::look_fails('lf-2', 'stall');
 --- request

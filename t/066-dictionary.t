@@ -52,7 +52,10 @@ sub locations {
          . location_conf('@other', 'idempotency on', "idempotency_compress_dictionary $DIR/ack.dict",
                          'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend')
          . location_conf('/_admin', "idempotency_compress_dictionary $DIR/payment.dict $DIR/ack.dict",
-                         'idempotency_admin');
+                         'idempotency_admin')
+         . location_conf('/_admin_ack', "idempotency_compress_dictionary $DIR/ack.dict", 'idempotency_admin')
+         . location_conf('/_admin_small', "idempotency_compress_dictionary $DIR/payment.dict $DIR/ack.dict",
+                         'idempotency_max_response_size 1k', 'idempotency_admin');
 }
 
 sub send_post {
@@ -91,6 +94,42 @@ sub rotation {
     my $read = send_post('/r/1?kind=ack', 'r-1');
     Test::More::is("$read->{status} " . ($read->{headers}{'idempotent-replayed'} // '-'), '201 true',
                    'read where it is the second dictionary: a replay');
+}
+
+# An admin request to $path with the key: {status, json}.
+sub admin_at {
+    my ($method, $path, $key) = @_;
+    my $res = IdempotencyTest::read_response(IdempotencyTest::send_request(
+        "$method $path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n\r\n"));
+    $res->{json} = eval { JSON::PP::decode_json($res->{body}) };
+    return $res;
+}
+
+# An operator's endpoint whose own settings cannot open a record another
+# location replays (a dictionary it lacks; a limit below the record's
+# size) reports it not judged there, and purges it only when forced.
+sub not_judged_here {
+    my $uri = '/j/1?kind=payment&size=2048';
+    new_then_replay('written with the payment dictionary', $uri, 'j-1');
+    my $ack = admin_at('GET', '/_admin_ack', 'j-1')->{json} // {};
+    Test::More::is($ack->{state}, 'unjudged', 'an endpoint without that dictionary: not judged, not unusable');
+    Test::More::like($ack->{not_judged_here} // '', qr/dictionary/, '... because of the dictionary');
+    Test::More::like($ack->{dictionary_id} // '', qr/\A[1-9]\d*\z/, '... whose id it tells');
+    Test::More::cmp_ok($ack->{plain_bytes} // 0, '>', 2048, '... and the size it opens into');
+    my $small = admin_at('GET', '/_admin_small', 'j-1')->{json} // {};
+    Test::More::is($small->{state}, 'unjudged', 'an endpoint of a smaller idempotency_max_response_size: not judged');
+    Test::More::like($small->{not_judged_here} // '', qr/idempotency_max_response_size/, '... because of its size');
+    for my $admin ('/_admin_ack', '/_admin_small') {
+        my $refused = admin_at('DELETE', $admin, 'j-1');
+        Test::More::is($refused->{status}, 409, "$admin: not purged without force=1");
+        Test::More::like($refused->{json}{reason} // '', qr/force=1/, '... the reason says how');
+    }
+    my $retry = send_post($uri, 'j-1');
+    Test::More::is("$retry->{status} " . ($retry->{headers}{'idempotent-replayed'} // '-'), '201 true',
+                   'the API still replays it');
+    Test::More::is(IdempotencyTest::upstream_count('/j/1'), 1, 'never executed again');
+    my $forced = admin_at('DELETE', '/_admin_ack?force=1', 'j-1');
+    Test::More::is("$forced->{status} " . ($forced->{json}{inspection}{state} // '-'), '200 unjudged', 'forced: purged');
 }
 
 __DATA__
@@ -167,3 +206,19 @@ idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- must_die
 --- error_log eval
 qr/"idempotency_compress_dictionary": ".*not\.dict" is not a zstd dictionary/
+
+
+
+=== TEST 6: an operator's endpoint that cannot open a record (a dictionary it lacks, a smaller limit): not judged there, purged only when forced
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+main::not_judged_here()
+--- request
+GET /_count/j/1
+--- error_code: 200
+--- response_body: 1
+--- error_log eval
+qr/\[warn\] .*purged the unjudged record under "idem:[0-9a-f]{64}" \(not judged here, forced/

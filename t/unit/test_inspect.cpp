@@ -2,6 +2,8 @@
 // for every kind of value, and the JSON it answers, which tells the record
 // apart without the raw key, the body, or anything sealed.
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <string>
 
@@ -88,13 +90,62 @@ TEST(Inspect, AStoredResponse)
     EXPECT_NE(json.find("\"state\":\"stored\""), std::string::npos) << json;
     EXPECT_NE(json.find("\"response\":{\"status\":201,\"headers\":3,\"body_bytes\":15,\"trailers\":0}"),
               std::string::npos) << json;
-    EXPECT_NE(json.find("\"fingerprint\":\"0102030405060708\""), std::string::npos) << json;
+    EXPECT_EQ(json.find("\"fingerprint\""), std::string::npos) << "no key, no fingerprint: " << json;
     EXPECT_NE(json.find("\"expires_at\":\"2026-11-26T12:12:12.000Z\""), std::string::npos) << json;
     EXPECT_NE(json.find("\"created_at\":\"2026-11-25T12:12:12.000Z\",\"created_at_estimated\":true"),
               std::string::npos) << json;
     EXPECT_NE(json.find("replayed (status 201)"), std::string::npos) << json;
     EXPECT_EQ(json.find("secret"), std::string::npos) << "no body in " << json;
     EXPECT_EQ(json.find("Set-Cookie"), std::string::npos) << "no header in " << json;
+}
+
+// The fingerprint is an unsalted SHA-256 of method, URI and body: shown
+// raw, a small body could be guessed from it. It is shown keyed with a
+// secret of the deployment: two keys compare, nothing can be looked up.
+TEST(Inspect, TheFingerprintIsShownKeyed)
+{
+    idem::InspectFacts f = facts();
+    const std::string key(32, 'k');
+    f.fingerprint_key = key;
+    std::string json = json_of(response(201, "amount=1"), f);
+    const idem::Digest fp = fingerprint_of(1);
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    ASSERT_NE(HMAC(EVP_sha256(), key.data(), int(key.size()), fp.data(), fp.size(), mac, &len), nullptr);
+    char hex[17];
+    idem::to_hex(mac, 8, hex);
+    EXPECT_NE(json.find("\"fingerprint\":\"" + std::string(hex, 16) + "\""), std::string::npos) << json;
+    EXPECT_EQ(json.find("\"fingerprint\":\"0102030405060708\""), std::string::npos) << json;
+    // another key, another value; the same request under two keys, one value
+    const std::string other(32, 'o');
+    f.fingerprint_key = other;
+    EXPECT_EQ(json_of(response(201, "amount=1"), f).find(std::string(hex, 16)), std::string::npos);
+    f.fingerprint_key = key;
+    EXPECT_NE(json_of(response(200, "x"), f).find(std::string(hex, 16)), std::string::npos);
+}
+
+// A record the inspecting location's settings cannot open is not judged
+// there: never reported unusable (which a purge without force removes).
+TEST(Inspect, WhatThisLocationCannotOpenIsNotJudged)
+{
+    idem::InspectFacts f = facts();
+    // larger than this location's idempotency_max_response_size
+    f.limits = {10, 1000};
+    std::string json = json_of(response(201, "eleven byte"), f);
+    EXPECT_NE(json.find("\"state\":\"unjudged\""), std::string::npos) << json;
+    EXPECT_NE(json.find("\"not_judged_here\":\"larger than this location's"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"body_bytes\":11"), std::string::npos) << json;
+    EXPECT_NE(json.find("purged only with force=1"), std::string::npos) << json;
+    EXPECT_EQ(idem::judged_state(response(201, "eleven byte"), f), KeyState::unjudged);
+    f.limits = {11, 1000};
+    EXPECT_EQ(idem::judged_state(response(201, "eleven byte"), f), KeyState::stored);
+    // a later release's layout
+    std::string later = response(201, "ok");
+    later[3] = '\x09';
+    EXPECT_EQ(idem::key_state(later), KeyState::unjudged);
+    EXPECT_NE(json_of(later, facts()).find("a record of a later release's layout"), std::string::npos);
+    // damaged: no location opens it
+    EXPECT_EQ(idem::key_state(response(201, "ok").substr(0, 30)), KeyState::unusable);
 }
 
 TEST(Inspect, AClaimAndItsHolder)
