@@ -239,6 +239,10 @@ main::event(4, 4)
 
 
 === TEST 9: an id with spaces around it, which HTTP does not carry: the stream resumes after the first event it could be, never skipping events
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
 --- init
 main::stored_original('/resume/9?sse=4&ids=%205,a,5,b', 'resume-9');
 --- request
