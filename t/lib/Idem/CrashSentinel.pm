@@ -162,8 +162,9 @@ sub sanitizer_findings {
     while ($text =~ s/^=+\n==\d+==ERROR: LeakSanitizer: detected memory leaks\n(.*?)^SUMMARY: AddressSanitizer: (\d+ byte\(s\) leaked[^\n]*)\n//ms) {
         my ($leaks, $summary) = ($1, $2);
         my $leak = module_leak($leaks) // next;
-        my ($first) = $leak =~ /\A([^\n]*)/;
-        push @leaks, "LeakSanitizer: the module's leak: $first ($summary)";
+        my ($first) = $leak =~ /\A([^\n]*?):?\n/;
+        my ($frame) = $leak =~ m{^\s+(#\d+ 0x[0-9a-f]+ in \S+ \S*(?:ngx_http_idempotency_module|\Q$REPO\E/module/)\S*)}m;
+        push @leaks, "LeakSanitizer: $first, through the module" . ($frame ? " ($frame)" : '') . "; $summary";
     }
     $text =~ s/^=+\n==\d+==ERROR: LeakSanitizer: detected memory leaks\n.*\z//ms;    # unfinished
     my @found;
@@ -437,7 +438,8 @@ sub gateway_stopped {
     $ng->{crashes} = \@found;
     return unless @found;
     my $block = current_block();
-    fail_check(($block ? $block->name . ' - ' : '') . "nginx $ng->{name} (outside Test::Nginx)", \@found,
+    local $Test::Builder::Level = ($Test::Builder::Level // 1) + 2;    # the caller of nginx_stop
+    fail_check(($block ? $block->name . ' - ' : '') . "nginx $ng->{name} (Idem::Nginx)", \@found,
                "when it was stopped (error log $ng->{error_log})");
 }
 
