@@ -60,9 +60,13 @@
 #   log_cursor($file)         a reader of $file's lines from its start
 #   new_lines($cursor)        the complete lines added since the last call;
 #                             a file that was replaced is read from its start
-#   sanitizer_findings($text) the reports in one sanitizer file's text (a
-#                             line each, with its first frames)
-#   new_reports($dir, [\%pids])
+#   sanitizer_findings($text, [$final])
+#                             the reports in one sanitizer file's text (a
+#                             line each, with its first frames); unless
+#                             $final (its process has exited), what is
+#                             still being written is left for a later look
+#   without_exit_stats($text) the text but for ASan's exit statistics
+#   new_reports($dir, [\%pids], [$final])
 #                             findings in $dir's asan.PID / ubsan.PID files
 #                             (those of \%pids only) not reported before
 #   gateway_stopped($ng, %o)  the check of a stopped Idem::Nginx instance;
@@ -151,13 +155,23 @@ sub excerpt {
     return join ' | ', $lines[0], @frames[0 .. ($#frames < 2 ? $#frames : 2)];
 }
 
-sub sanitizer_findings {
+sub without_exit_stats {
     my ($text) = @_;
-    $text =~ s/[^\n]+\z//;    # a line still being written
-    # ASan's exit statistics (atexit=1): not a report; an unfinished one is
-    # read again when complete.
     $text =~ s/^AddressSanitizer exit stats:\n.*?^Global quarantine stats:[^\n]*\n//msg;
-    $text =~ s/^AddressSanitizer exit stats:\n.*\z//ms;
+    return $text;
+}
+
+sub sanitizer_findings {
+    my ($text, $final) = @_;
+    # ASan's exit statistics (atexit=1) are not a report.
+    $text = without_exit_stats($text);
+    if ($final) {
+        $text .= "\n" if $text =~ /[^\n]\z/;
+    } else {
+        # still being written: read again when complete
+        $text =~ s/[^\n]+\z//;
+        $text =~ s/^AddressSanitizer exit stats:\n.*\z//ms;
+    }
     my @leaks;
     while ($text =~ s/^=+\n==\d+==ERROR: LeakSanitizer: detected memory leaks\n(.*?)^SUMMARY: AddressSanitizer: (\d+ byte\(s\) leaked[^\n]*)\n//ms) {
         my ($leaks, $summary) = ($1, $2);
@@ -166,7 +180,7 @@ sub sanitizer_findings {
         my ($frame) = $leak =~ m{^\s+(#\d+ 0x[0-9a-f]+ in \S+ \S*(?:ngx_http_idempotency_module|\Q$REPO\E/module/)\S*)}m;
         push @leaks, "LeakSanitizer: $first, through the module" . ($frame ? " ($frame)" : '') . "; $summary";
     }
-    $text =~ s/^=+\n==\d+==ERROR: LeakSanitizer: detected memory leaks\n.*\z//ms;    # unfinished
+    $text =~ s/^=+\n==\d+==ERROR: LeakSanitizer: detected memory leaks\n.*\z//ms unless $final;    # unfinished
     my @found;
     while ($text =~ /^(?:==\d+==(?:ERROR|WARNING)\b|[^\n]*\bruntime error: )/mg) {
         push @found, excerpt($text, $-[0]);
@@ -181,7 +195,7 @@ my %reported;    # a sanitizer file => how many of its findings were reported
 my %size;        # a sanitizer file => its size when last read
 
 sub new_reports {
-    my ($dir, $pids) = @_;
+    my ($dir, $pids, $final) = @_;
     my $dh;
     return () unless defined $dir && opendir $dh, $dir;
     my @new;
@@ -194,11 +208,11 @@ sub new_reports {
         open my $fh, '<:raw', $path or next;
         my $text = do { local $/; <$fh> } // '';
         $size{$path} = length $text;
-        my @found = sanitizer_findings($text);
+        my @found = sanitizer_findings($text, $final);
         my $seen = $reported{$path} // 0;
         next unless @found > $seen;
         $reported{$path} = @found;
-        push @new, map { "$path: $_" } @found[$seen .. $#found];
+        push @new, map { "$name: $_" } @found[$seen .. $#found];
     }
     closedir $dh;
     return @new;
@@ -328,7 +342,10 @@ sub check_block {
     }
     my $pats = block_patterns($block, $o{at_stop});
     push @found, grep { bad_line($_) && !allowed($_, $pats) } new_lines($tn{cursor});
-    push @found, new_reports($tn{asan_dir});
+    if (my @reports = new_reports($tn{asan_dir})) {
+        push @found, @reports;
+        $where .= " (sanitizer reports in $tn{asan_dir})";
+    }
     # A block that kept the nginx of the block checked before it: what was
     # written since that check may be that block's, logged late.
     my $before = $tn{checked};
@@ -426,21 +443,23 @@ sub gateway_stopped {
     push @found, map { "master process $_ exited after QUIT without removing its pid file: it crashed" }
                  @{ $o{unclean} || [] };
     push @found, grep { bad_line($_) } @lines;
+    my $where = "when it was stopped (error log $ng->{error_log}";
     if (my $dir = $ng->{asan_dir}) {
         # this gateway's processes: its masters and every worker they started
         my %pids = map { $_ => 1 } grep { $_ } @$ng{qw(pid old_pid)};
         if (open my $fh, '<', $ng->{error_log}) {
             while (<$fh>) { $pids{$1} = 1 if /start (?:worker|cache \w+) process (\d+)/ }
         }
-        push @found, new_reports($dir, \%pids);
+        my @reports = new_reports($dir, \%pids, 1);    # they have all exited
+        push @found, @reports;
+        $where .= "; sanitizer reports in $dir" if @reports;
     }
     @found = grep { !allowed($_, $allowed) } @found;
     $ng->{crashes} = \@found;
     return unless @found;
     my $block = current_block();
     local $Test::Builder::Level = ($Test::Builder::Level // 1) + 2;    # the caller of nginx_stop
-    fail_check(($block ? $block->name . ' - ' : '') . "nginx $ng->{name} (Idem::Nginx)", \@found,
-               "when it was stopped (error log $ng->{error_log})");
+    fail_check(($block ? $block->name . ' - ' : '') . "nginx $ng->{name} (Idem::Nginx)", \@found, "$where)");
 }
 
 1;
