@@ -31,8 +31,10 @@
 #                                 TEST_NGINX_NO_CLEAN, which keeps nginx).
 #     Lines a block names in --- error_log (and, at the stop, in
 #     --- shutdown_error_log) are expected: a block that kills a worker on
-#     purpose writes `exited on signal 9` there. Patterns as Test::Nginx
-#     matches them: a substring, or a regex (eval).
+#     purpose writes `exited on signal 9` there (a crash is expected only
+#     by a pattern that names a signal: `[alert]` alone expects alerts, not
+#     a dead worker). Patterns as Test::Nginx matches them: a substring, or
+#     a regex (eval).
 #     Under scripts/asan-suite.sh (ASAN_LOG_DIR set) each test file gets a
 #     directory of its own below it (ASAN_LOG_DIR is changed for the nginx
 #     processes it starts), so a report is the file's, never that of a
@@ -57,6 +59,8 @@
 #   current_block()           the Test::Nginx block running now, or undef
 #   bad_line($line)           true for a crash, alert or sanitizer line
 #   allowed($line, \@pats)    true when a pattern matches (substring or qr//)
+#   expected($line, \@pats)   allowed, by a block's patterns: a crash line
+#                             only by one that names a signal
 #   log_cursor($file)         a reader of $file's lines from its start
 #   new_lines($cursor)        the complete lines added since the last call;
 #                             a file that was replaced is read from its start
@@ -72,7 +76,8 @@
 #   gateway_stopped($ng, %o)  the check of a stopped Idem::Nginx instance;
 #                             o{gone}: masters that had exited before the
 #                             stop, o{unclean}: masters that exited leaving
-#                             their pid file (pids)
+#                             their pid file, o{pids}: all its processes
+#                             (whose sanitizer reports are its own)
 #   fail_check($what, \@found, $where)
 #                             one failing assertion naming $what, quoting
 #                             the first lines found; a warning where no
@@ -112,6 +117,14 @@ sub allowed {
         return 1 if ref $pat ? $line =~ $pat : index($line, $pat) >= 0;
     }
     return 0;
+}
+
+# A block's --- error_log patterns that a line matches; a crash (`exited on
+# signal`) only by a pattern that names one: `[alert]` there expects an
+# alert, not that any worker may die.
+sub expected {
+    my ($line, $pats) = @_;
+    return allowed($line, $line =~ /exited on signal/ ? [ grep { "$_" =~ /exited on signal|signal/ } @$pats ] : $pats);
 }
 
 sub log_cursor { return { file => $_[0], pos => 0, id => undef } }
@@ -341,7 +354,7 @@ sub check_block {
         }
     }
     my $pats = block_patterns($block, $o{at_stop});
-    push @found, grep { bad_line($_) && !allowed($_, $pats) } new_lines($tn{cursor});
+    push @found, grep { bad_line($_) && !expected($_, $pats) } new_lines($tn{cursor});
     if (my @reports = new_reports($tn{asan_dir})) {
         push @found, @reports;
         $where .= " (sanitizer reports in $tn{asan_dir})";
@@ -446,10 +459,7 @@ sub gateway_stopped {
     my $where = "when it was stopped (error log $ng->{error_log}";
     if (my $dir = $ng->{asan_dir}) {
         # this gateway's processes: its masters and every worker they started
-        my %pids = map { $_ => 1 } grep { $_ } @$ng{qw(pid old_pid)};
-        if (open my $fh, '<', $ng->{error_log}) {
-            while (<$fh>) { $pids{$1} = 1 if /start (?:worker|cache \w+) process (\d+)/ }
-        }
+        my %pids = map { $_ => 1 } @{ $o{pids} || [] };
         my @reports = new_reports($dir, \%pids, 1);    # they have all exited
         push @found, @reports;
         $where .= "; sanitizer reports in $dir" if @reports;
