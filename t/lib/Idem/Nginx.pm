@@ -251,10 +251,17 @@ sub nginx_stop {
     return if $ng->{stopped};
     $ng->{stopped} = 1;
     my (@gone, @unclean);
+    my @started = started_workers($ng);
     for my $pid (grep { $_ } ($ng->{pid}, $ng->{old_pid})) {
         if (!Idem::Proc::running($pid)) {
             # the old master of a binary upgrade is the test's to stop
-            push @gone, $pid if $pid == $ng->{pid};
+            next unless $pid == $ng->{pid};
+            push @gone, $pid;
+            # workers it left behind
+            for my $w (@started) {
+                Idem::Proc::stop_pid($w, 'TERM', 2)
+                    if Idem::Proc::running($w) && Idem::Proc::cmdline($w) =~ /^nginx: worker/;
+            }
             next;
         }
         my @workers = workers_of($pid);
@@ -272,7 +279,17 @@ sub nginx_stop {
                 if Idem::Proc::running($w) && Idem::Proc::cmdline($w) =~ /^nginx: worker/;
         }
     }
-    Idem::CrashSentinel::gateway_stopped($ng, gone => \@gone, unclean => \@unclean);
+    Idem::CrashSentinel::gateway_stopped($ng, gone => \@gone, unclean => \@unclean,
+                                         pids => [ grep { $_ } $ng->{pid}, $ng->{old_pid}, @started ]);
+}
+
+# Every worker its masters started, as they logged it (at notice).
+sub started_workers {
+    my ($ng) = @_;
+    open my $fh, '<', $ng->{error_log} or return ();
+    my %pids;
+    while (<$fh>) { $pids{$1} = 1 if /start (?:worker|cache \w+) process (\d+)/ }
+    return sort { $a <=> $b } keys %pids;
 }
 
 sub pid_in {
