@@ -94,7 +94,7 @@ summary=$(perl -I"$repo/t/lib" -MIdem::CrashSentinel -e '
         $pid{$1} = 1 if $f =~ /\.(\d+)$/;
         open my $fh, "<", $f or next;
         my $text = do { local $/; <$fh> } // "";
-        if (Idem::CrashSentinel::sanitizer_findings($text, 1)) { push @reports, $f }
+        if (my @found = Idem::CrashSentinel::sanitizer_findings($text, 1)) { push @reports, $f }
         elsif (Idem::CrashSentinel::without_exit_stats($text) =~ /\S/) { push @nginx_leaks, $f }
     }
     print scalar(keys %pid), " ", scalar(@nginx_leaks), "\n", map { "$_\n" } @reports;

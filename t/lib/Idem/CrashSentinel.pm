@@ -66,7 +66,8 @@
 #                             a file that was replaced is read from its start
 #   sanitizer_findings($text, [$final])
 #                             the reports in one sanitizer file's text (a
-#                             line each, with its first frames); unless
+#                             line each, with its first frames; their
+#                             number in scalar context); unless
 #                             $final (its process has exited), what is
 #                             still being written is left for a later look
 #   without_exit_stats($text) the text but for ASan's exit statistics
@@ -201,7 +202,7 @@ sub sanitizer_findings {
     if (!@found && $text =~ /^([^\n]*\S[^\n]*)$/m) {
         push @found, "sanitizer output: $1";
     }
-    return (@found, @leaks);
+    return wantarray ? (@found, @leaks) : @found + @leaks;
 }
 
 my %reported;    # a sanitizer file => how many of its findings were reported
