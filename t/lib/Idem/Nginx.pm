@@ -288,7 +288,7 @@ sub started_workers {
     my ($ng) = @_;
     open my $fh, '<', $ng->{error_log} or return ();
     my %pids;
-    while (<$fh>) { $pids{$1} = 1 if /start (?:worker|cache \w+) process (\d+)/ }
+    while (my $line = <$fh>) { $pids{$1} = 1 if $line =~ /start (?:worker|cache \w+) process (\d+)/ }
     return sort { $a <=> $b } keys %pids;
 }
 
