@@ -50,8 +50,9 @@
 # `runtime error:`; in a sanitizer file, what scripts/asan-suite.sh counts
 # as a report: every ASan/UBSan error and warning, a leak whose allocation
 # passes through the module (nginx's own leaks at exit are not), any other
-# output but ASan's exit statistics. Each is reported once per process, by
-# whichever check sees it first.
+# output but ASan's exit statistics. A sanitizer finding is reported once
+# in a test process, by whichever check sees it first (a gateway's stop or
+# the block running).
 #
 # API (nothing is exported):
 #   install()                 the Test::Nginx hooks (once; a no-op without

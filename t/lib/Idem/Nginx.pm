@@ -257,10 +257,12 @@ sub nginx_stop {
             # the old master of a binary upgrade is the test's to stop
             next unless $pid == $ng->{pid};
             push @gone, $pid;
-            # workers it left behind
+            # workers it left behind (orphans: none of a live master)
             for my $w (@started) {
+                my (undef, $ppid) = Idem::Proc::proc_stat($w);
                 Idem::Proc::stop_pid($w, 'TERM', 2)
-                    if Idem::Proc::running($w) && Idem::Proc::cmdline($w) =~ /^nginx: worker/;
+                    if Idem::Proc::running($w) && Idem::Proc::cmdline($w) =~ /^nginx: worker/
+                       && Idem::Proc::cmdline($ppid // 0) !~ /^nginx: master/;
             }
             next;
         }
