@@ -83,30 +83,22 @@ prove_rc=$?
 echo "prove under ASan+UBSan ($((SECONDS - start)) s): $(grep -E '^(Result|Files=)' "$logs/prove.log" | tr '\n' ' ')"
 grep -E '^t/.*(Failed|Wstat)' "$logs/prove.log" || true
 
-# ---- the verdict. Each file minus ASan's exit statistics; what is left is a
-# report unless it is only leaks with no module frame.
-summary=$(perl -e '
-    my ($repo, @files) = @ARGV;
-    my ($procs, %pid, @reports, @nginx_leaks) = (0);
-    for my $f (@files) {
+# ---- the verdict: a file is a report by the crash sentinel's rule
+# (t/lib/Idem/CrashSentinel.pm, sanitizer_findings: which is also how it
+# fails the block during which a report was written): what is left of it
+# but for ASan's exit statistics, unless that is only leaks with no module
+# frame.
+summary=$(perl -I"$repo/t/lib" -MIdem::CrashSentinel -e '
+    my (%pid, @reports, @nginx_leaks);
+    for my $f (@ARGV) {
         $pid{$1} = 1 if $f =~ /\.(\d+)$/;
         open my $fh, "<", $f or next;
-        local $/;
-        my $text = <$fh>;
-        $text =~ s/^AddressSanitizer exit stats:\n.*?^Global quarantine stats:[^\n]*\n//ms;
-        next unless $text =~ /\S/;
-        my $rest = $text;
-        my $module_leak = 0;
-        if ($rest =~ s/^=+\n==\d+==ERROR: LeakSanitizer: detected memory leaks\n(.*?)^SUMMARY: AddressSanitizer: \d+ byte\(s\) leaked[^\n]*\n//ms) {
-            my $leaks = $1;
-            for my $leak (split /\n(?=(?:Direct|Indirect) leak of )/, $leaks) {
-                $module_leak = 1 if $leak =~ m{ngx_http_idempotency_module|\Q$repo\E/module/};
-            }
-        }
-        if ($module_leak || $rest =~ /\S/) { push @reports, $f } else { push @nginx_leaks, $f }
+        my $text = do { local $/; <$fh> } // "";
+        if (my @found = Idem::CrashSentinel::sanitizer_findings($text, 1)) { push @reports, $f }
+        elsif (Idem::CrashSentinel::without_exit_stats($text) =~ /\S/) { push @nginx_leaks, $f }
     }
     print scalar(keys %pid), " ", scalar(@nginx_leaks), "\n", map { "$_\n" } @reports;
-' "$repo" $(find "$logs" -type f \( -name 'asan.*' -o -name 'ubsan.*' \) | sort))
+' $(find "$logs" -type f \( -name 'asan.*' -o -name 'ubsan.*' \) | sort))
 read -r procs nginx_leaks <<< "$(head -1 <<< "$summary")"
 reports=$(tail -n +2 <<< "$summary")
 echo "nginx processes checked: $procs; with sanitizer reports: $(grep -c . <<< "$reports")" \

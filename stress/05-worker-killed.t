@@ -140,9 +140,10 @@ if ($killed_at) {
                         'the key did not replay after the retry completed');
 }
 push @{ $sc->{notes} }, 'original: ' . Idem::Stress::answer_label($ores) . '; retries: ' . join('; ', @seen);
-Idem::Nginx::nginx_stop($ng);
 my $killed_re = join '|', @killed;
-Idem::Stress::report_log($sc, $ng, @killed ? qr/worker process (?:$killed_re) exited on signal 9\b/ : undef);
+Idem::Nginx::allow_log($ng, qr/worker process (?:$killed_re) exited on signal 9\b/) if @killed;
+Idem::Nginx::nginx_stop($ng);
+Idem::Stress::report_log($sc, $ng);
 Idem::Stress::scenario_end($sc);
 
 done_testing();

@@ -64,3 +64,5 @@ GET /metrics
 --- error_code: 200
 --- response_body_like eval
 qr/^idempotency_requests_total\{outcome="new"\} 2$/m
+--- error_log
+exited on signal 9

@@ -40,6 +40,8 @@ sub joiner_cut_off_when_the_original_dies {
                    "$key: the duplicate on the other gateway joins");
     $joiner->body_has('event 2 of 4');
     kill 'KILL', Idem::Nginx::workers_of($doomed->{pid}), $doomed->{pid};
+    # killed here: nginx_stop's crash sentinel is told to expect it
+    Idem::Nginx::allow_log($doomed, qr/^master process $doomed->{pid} had exited before the stop\b/);
     IdempotencyTest::wait_until(sub { !Idem::Proc::running($doomed->{pid}) }, 10);
     my $res = $joiner->finish(20);
     Test::More::ok(!$res->{complete}, "$key: the joiner is cut off once the original's log is gone");

@@ -17,6 +17,8 @@
 #   Idem::Nginx         nginx outside Test::Nginx (the stress suite)
 #   Idem::Blocks        nginx locations written once for many blocks (--- config eval)
 #   Idem::Store         the suite once per store: the zone pass's block preprocessor
+#   Idem::CrashSentinel a crash, an alert or a sanitizer report fails the
+#                       block (installed by test_nginx_defaults) or gateway
 #   Idem::TlsListener   a TLS server that records what it receives
 # This file keeps what is about the nginx under Test::Nginx, and every name
 # the t/*.t files use (exported, or as IdempotencyTest::name).
@@ -164,7 +166,9 @@
 #                             included (see the sub); not exported
 #   test_nginx_defaults()     after `use Test::Nginx::Socket`: blocks keep
 #                             their order, load the built module, and get an
-#                             `upstream backend` pointing at upstream.pl
+#                             `upstream backend` pointing at upstream.pl; and
+#                             the crash sentinel watches every block
+#                             (Idem::CrashSentinel)
 #
 # Cleanup: an END block (and INT/TERM/HUP handlers) stops the processes this
 # module started, by pid, and removes its temp dir. A watchdog process does
@@ -182,6 +186,7 @@ use IO::Socket::INET;
 use POSIX qw(_exit);
 use Time::HiRes qw(time sleep);
 
+use Idem::CrashSentinel;
 use Idem::FaultProxy;
 use Idem::Ports;
 use Idem::Proc;
@@ -460,6 +465,7 @@ sub test_nginx_defaults {
         $block->set_value('http_config',
             "upstream backend { server 127.0.0.1:\$TEST_NGINX_UPSTREAM_PORT; }\n$http");
     });
+    Idem::CrashSentinel::install();
 }
 
 use Idem::Store ();    # the store the blocks run on (TEST_NGINX_IDEM_STORE)

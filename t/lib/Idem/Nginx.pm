@@ -28,7 +28,8 @@
 #                 context text), o{server} (text in the server on the port;
 #                 /health is there already), o{ports} (more free ports to
 #                 pick, as $ng->{ports}[i] for o{http}/o{server} given as
-#                 code refs), o{load_module} (default 1). Returns a handle
+#                 code refs), o{load_module} (default 1), o{log_allowed}
+#                 (see allow_log). Returns a handle
 #                 { name, dir, port, pid, workers, conf, error_log, ... }.
 #   nginx_beside_test($name, %o)
 #                 nginx_start for a gateway beside the one a Test::Nginx
@@ -36,7 +37,18 @@
 #                 (TEST_NGINX_BINARY, TEST_NGINX_MODULE), and under
 #                 scripts/asan-suite.sh the ASan runtime, its reports
 #                 written where the suite reads them (ASAN_LOG_DIR)
-#   nginx_stop($ng)   QUIT, then TERM, then KILL, by pid; its workers too
+#   nginx_stop($ng)   QUIT, then TERM, then KILL, by pid; its workers too.
+#                 Then the crash sentinel (Idem::CrashSentinel) reads the
+#                 complete error log and the sanitizer reports of its
+#                 processes: a crash (`exited on signal`), an `[alert]`, a
+#                 report, a master gone before the stop or one that exited
+#                 without removing its pid file fails a Test::More
+#                 assertion (a warning outside a test), unless it matches
+#                 the handle's allowance
+#   allow_log($ng, $regex)
+#                 what nginx_stop's check takes as expected for this
+#                 gateway (a worker the test kills: its `exited on
+#                 signal 9` line)
 #   nginx_reload($ng, [$secs])
 #                 SIGHUP; waits (default 15 s) until $ng->{workers} new
 #                 workers run; returns (old workers, new workers) or ()
@@ -60,6 +72,7 @@ use File::Path qw(make_path);
 use File::Spec;
 use Time::HiRes qw(time);
 
+use Idem::CrashSentinel;
 use Idem::HTTP;
 use Idem::Ports;
 use Idem::Proc;
@@ -178,7 +191,7 @@ sub nginx_start {
     my $ng = {
         name => $name, dir => $dir, workers => $o{workers} // 2,
         port => Idem::Ports::free_port(), conf => "$dir/nginx.conf", error_log => "$dir/logs/error.log",
-        pid_file => "$dir/nginx.pid", log_offset => 0,
+        pid_file => "$dir/nginx.pid", log_offset => 0, log_allowed => $o{log_allowed},
         ports => [ map { Idem::Ports::free_port() } 1 .. ($o{ports} // 0) ],
     };
     open my $fh, '>', $ng->{conf} or die "Idem::Nginx: $ng->{conf}: $!\n";
@@ -186,6 +199,10 @@ sub nginx_start {
     close $fh;
     # STRESS_ASAN: the master and every process it forks keep this environment.
     my $env = asan_env();
+    # where its sanitizer reports go (the last log_path given wins)
+    if (($env->{ASAN_OPTIONS} // '') =~ /.*\blog_path=([^:]+)/) {
+        $ng->{asan_dir} = dirname($1);
+    }
     my @env = sort keys %$env;
     local @ENV{@env} = @$env{@env};
     my $bin = nginx_bin();
@@ -233,16 +250,57 @@ sub nginx_stop {
     my ($ng) = @_;
     return if $ng->{stopped};
     $ng->{stopped} = 1;
+    my (@gone, @unclean);
+    my @started = started_workers($ng);
     for my $pid (grep { $_ } ($ng->{pid}, $ng->{old_pid})) {
-        next unless Idem::Proc::running($pid);
+        if (!Idem::Proc::running($pid)) {
+            # the old master of a binary upgrade is the test's to stop
+            next unless $pid == $ng->{pid};
+            push @gone, $pid;
+            # workers it left behind (orphans: none of a live master)
+            for my $w (@started) {
+                my (undef, $ppid) = Idem::Proc::proc_stat($w);
+                Idem::Proc::stop_pid($w, 'TERM', 2)
+                    if Idem::Proc::running($w) && Idem::Proc::cmdline($w) =~ /^nginx: worker/
+                       && Idem::Proc::cmdline($ppid // 0) !~ /^nginx: master/;
+            }
+            next;
+        }
         my @workers = workers_of($pid);
-        Idem::Proc::stop_pid($pid, 'QUIT', 5);
+        kill 'CONT', $pid;
+        kill 'QUIT', $pid;
+        if (Idem::Proc::wait_gone($pid, 5)) {
+            Idem::Proc::forget($pid);
+            # a master that exits cleanly removes its pid file
+            push @unclean, $pid if grep { pid_in($_) == $pid } $ng->{pid_file}, "$ng->{pid_file}.oldbin";
+        } else {
+            Idem::Proc::stop_pid($pid, 'KILL', 5);
+        }
         for my $w (@workers) {
             Idem::Proc::stop_pid($w, 'TERM', 2)
                 if Idem::Proc::running($w) && Idem::Proc::cmdline($w) =~ /^nginx: worker/;
         }
     }
+    Idem::CrashSentinel::gateway_stopped($ng, gone => \@gone, unclean => \@unclean,
+                                         pids => [ grep { $_ } $ng->{pid}, $ng->{old_pid}, @started ]);
 }
+
+# Every worker its masters started, as they logged it (at notice).
+sub started_workers {
+    my ($ng) = @_;
+    open my $fh, '<', $ng->{error_log} or return ();
+    my %pids;
+    while (my $line = <$fh>) { $pids{$1} = 1 if $line =~ /start (?:worker|cache \w+) process (\d+)/ }
+    return sort { $a <=> $b } keys %pids;
+}
+
+sub pid_in {
+    my ($file) = @_;
+    open my $fh, '<', $file or return 0;
+    return (<$fh> // '') =~ /^(\d+)/ ? $1 : 0;
+}
+
+sub allow_log { $_[0]{log_allowed} = $_[1] }
 
 sub nginx_reload {
     my ($ng, $secs) = @_;

@@ -47,8 +47,11 @@
 #                        fails
 #   fail_now($sc, $why)  a failing assertion (a bound reached in a callback)
 #   report_log($sc, $ng, [$allowed])
-#                        asserts no crash/alert line; prints error/warn
-#                        counts; returns (\@bad, \%errors)
+#                        asserts no crash/alert line (but those matching
+#                        $allowed, by default the handle's allowance:
+#                        Idem::Nginx::allow_log, which nginx_stop's crash
+#                        sentinel honours too); prints error/warn counts;
+#                        returns (\@bad, \%errors)
 #   answer_label($res), count_answer($sc, $res), answers_text(\%answers)
 #   retryable($res), backoff($attempt)
 #   keyed_load(%o)       keys POSTed until 2xx (retrying errors, 409, 429,
@@ -208,7 +211,7 @@ sub fail_now {
 
 sub report_log {
     my ($sc, $ng, $allowed) = @_;
-    my ($bad, $errors) = Idem::Nginx::log_findings($ng, $allowed);
+    my ($bad, $errors) = Idem::Nginx::log_findings($ng, $allowed // $ng->{log_allowed});
     for my $msg (sort { $errors->{$b} <=> $errors->{$a} } keys %$errors) {
         note("error log ($ng->{name}): $errors->{$msg} x $msg");
     }

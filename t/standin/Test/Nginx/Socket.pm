@@ -60,8 +60,8 @@ our @EXPORT = qw(
     server_name
     server_addr server_root html_dir server_port server_port_for_client
     timeout no_nginx_manager check_accum_error_log
-    add_block_preprocessor bail_out add_cleanup_handler
-    add_response_body_check
+    add_block_preprocessor bail_out add_test_cleanup_handler
+    add_cleanup_handler add_response_body_check
 );
 
 # ... plus what it inherits from Test::Base (the Test::More subset and
@@ -195,6 +195,7 @@ our $ConfigPreamble = '';
 our @EnvToNginx;
 our @BlockPreprocessors;
 our @CleanupHandlers;
+our @TestCleanupHandlers;
 our @ResponseBodyChecks;
 our $FirstTime = 1;
 our $PrevConfig;
@@ -231,7 +232,7 @@ our $PidFile    = File::Spec->catfile($LogDir, 'nginx.pid');
                      RepeatEach NoLongString ServRoot ConfFile PidFile
                      NginxVersion NginxBinary LogLevel ErrLogFile
                      AccLogFile HtmlDir Timeout NoNginxManager
-                     CheckAccumErrLog Verbose ))
+                     CheckAccumErrLog Verbose ForceRestartOnTest ))
     {
         *{"Test::Nginx::Util::$var"} = \${"Test::Nginx::Socket::$var"};
     }
@@ -241,7 +242,8 @@ our $PidFile    = File::Spec->catfile($LogDir, 'nginx.pid');
     for my $sub (qw( expand_env_in_text env_to_nginx is_str
                      check_accum_error_log is_running no_long_string
                      server_addr server_name parse_time verbose sleep_time
-                     bail_out add_cleanup_handler access_log_data
+                     bail_out add_cleanup_handler add_test_cleanup_handler
+                     cleanup_test access_log_data
                      error_log_data setup_server_root write_config_file
                      get_canon_version get_nginx_version trim parse_headers
                      run_tests get_pid_from_pidfile add_block_preprocessor
@@ -421,6 +423,12 @@ sub add_block_preprocessor (&) {
 
 sub add_cleanup_handler ($) {
     unshift @CleanupHandlers, shift;
+}
+
+# As the real module's: run with the block after each block's run_test
+# (skipped blocks included), last added first.
+sub add_test_cleanup_handler ($) {
+    unshift @TestCleanupHandlers, shift;
 }
 
 sub add_response_body_check ($) {
@@ -1091,6 +1099,13 @@ sub kill_process {
     }
 }
 
+sub cleanup_test ($) {
+    my $block = shift;
+    for my $hdl (@TestCleanupHandlers) {
+        $hdl->($block);
+    }
+}
+
 sub cleanup {
     for my $hdl (@CleanupHandlers) {
         $hdl->();
@@ -1396,6 +1411,7 @@ sub run_tests () {
 
         $block->set_value('name', $0 . ' ' . $block->name);
         run_test($block);
+        cleanup_test($block);
 
         $PrevBlock = $block;
     }
