@@ -5,7 +5,12 @@
 # sanitizer flags for the C++ sources and the generated modules file alike
 # (configured again when config or the flags change; nginx's make rebuilds
 # what changed in module/). Then checks that the build loads into nginx.
-# Used by scripts/asan-suite.sh (make test-asan); prints the module's path.
+# Used by scripts/asan-suite.sh (make test-asan) and scripts/fuzz-gateway.pl
+# (make fuzz-gateway); prints the module's path.
+#
+# This build alone passes -DIDEM_TEST_HOOKS: the test hooks of
+# module/test_hooks.cpp (idempotency_test_store_raw) are in it, never in the
+# Makefile's build, the package or the matrix.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 asan="$repo/build/asan"
@@ -16,7 +21,7 @@ so=ngx_http_idempotency_module.so
 # checked by ASan's interceptors. -fsanitize-recover=address goes with
 # halt_on_error=0: a process reports every error and carries on.
 san="-fsanitize=address,undefined -fsanitize-recover=address -fno-omit-frame-pointer"
-cc_opt="-g -O1 -fPIC $san"
+cc_opt="-g -O1 -fPIC $san -DIDEM_TEST_HOOKS"
 # -z nodelete: nginx dlclose()s its modules when it destroys the cycle at exit,
 # before the leak check; kept mapped, the module's frames stay symbolized and
 # its globals are still scanned for pointers.
