@@ -79,8 +79,14 @@ sub response_fields {
     return @f;
 }
 
-# The integer fields of a record (from $o: a live log's head frame holds one).
+# The integer fields of a record (from $o: a live log's head frame holds
+# one), each within the bytes.
 sub record_fields {
+    my ($b) = @_;
+    return grep { $_->[0] + $_->[1] <= length $b } all_record_fields(@_);
+}
+
+sub all_record_fields {
     my ($b, $o, $prefix) = @_;
     $o //= 0;
     $prefix //= '';
@@ -117,7 +123,7 @@ sub record_fields {
         push @f, [$q, 1, "${prefix}inner_version"];
         push @f, response_fields($b, $q + 1, $iv == 2, $prefix);
     }
-    return grep { $_->[0] + $_->[1] <= length $b } @f;
+    return @f;
 }
 
 sub live_fields {

@@ -870,7 +870,7 @@ sub pick_actions {
 # ------------------------------------------------------------ checks
 
 my %STATS = (iterations => 0, requests => 0);
-my (%ANSWERS, %FINDINGS, %SIG_SEEN, @FINDING_DIRS);
+my (%ANSWERS, %FINDINGS, %SIG_SEEN, %SIG_STORES, @FINDING_DIRS);
 my $FINDING_SEQ = 0;
 
 sub answer_class {
@@ -1099,6 +1099,7 @@ sub finding {
     $FINDINGS{$kind}++;
     my $key = "$kind | $sig";
     my $n = ++$SIG_SEEN{$key};
+    $SIG_STORES{$key}{ $input->{store} // '?' }++;
     my $dir;
     if ($n <= KEEP_PER_SIG) {
         $dir = sprintf('%s/%03d-%s', $opt{findings}, ++$FINDING_SEQ, $kind);
@@ -1195,9 +1196,14 @@ sub iteration {
     my ($c, $plan);
     for my $try (1 .. 20) {   # --skip-ops: a plan that does what is skipped is drawn again
         $c = $CASES[ rnd(scalar @CASES) ];
-        $plan = make_plan($c);
+        $plan = eval { make_plan($c) };
+        if (!$plan) {   # the harness's own fault: told, counted, and another drawn
+            print "  harness error making a plan for $c->{name}: $@" unless $STATS{harness_errors}++;
+            next;
+        }
         last unless $opt{'skip-ops'} && grep { /$opt{'skip-ops'}/ } @{ $plan->{ops} };
     }
+    $plan //= base_plan($c);
     my $writes = plan_writes($plan);
     my %now = map { $_->[0] => 1 } @$writes;
     $plan->{deletes} = [ grep { !$now{$_} } sort keys %{ $LAST_KEYS{$store} } ];
@@ -1341,6 +1347,7 @@ printf "  %d iterations (%s), %d requests, %.1f minutes fuzzing\n", $STATS{itera
 print "  answers:\n";
 printf "    %-34s %d\n", $_, $ANSWERS{$_} for sort { $ANSWERS{$b} <=> $ANSWERS{$a} } keys %ANSWERS;
 printf "  worker VmRSS growth, largest: %.1f MB (bound %d MB)\n", $RSS_MAX_GROWTH / 1024, $opt{'rss-mb'};
+print "  harness errors (plans not made): $STATS{harness_errors}\n" if $STATS{harness_errors};
 if (my $e = $STATS{log_errors}) {
     print "  error log, most frequent:\n";
     my @top = (sort { $e->{$b} <=> $e->{$a} } keys %$e)[0 .. 9];
@@ -1349,11 +1356,16 @@ if (my $e = $STATS{log_errors}) {
 if (%FINDINGS) {
     print "  FINDINGS by kind: " . join(', ', map { "$_ $FINDINGS{$_}" } sort keys %FINDINGS) . "\n";
     for my $sig (sort keys %SIG_SEEN) {
-        printf "    %5d x %s\n", $SIG_SEEN{$sig}, $sig;
+        printf "    %5d x %s (%s)\n", $SIG_SEEN{$sig}, $sig,
+            join(', ', map { "$_ $SIG_STORES{$sig}{$_}" } sort keys %{ $SIG_STORES{$sig} });
         print "            $_->[1]\n" for grep { $_->[0] eq $sig } @FINDING_DIRS;
     }
     print "  replay one: $0 --replay DIR\n";
     exit 1;
 }
 print "  no findings\n";
+if ($STATS{harness_errors}) {
+    print "  but the harness failed to make $STATS{harness_errors} plans (the first error above)\n";
+    exit 2;
+}
 exit 0;
