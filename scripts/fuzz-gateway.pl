@@ -599,7 +599,7 @@ sub write_seeds {
 sub committed_material {
     my $dir = "$REPO/fuzz/corpus/gateway";
     opendir my $dh, $dir or return ();
-    my @m = map { read_file("$dir/$_") } grep { !/\.json$|^\./ && -f "$dir/$_" } sort readdir $dh;
+    my @m = map { read_file("$dir/$_") } grep { !/\.(?:json|md)$|^\./ && -f "$dir/$_" } sort readdir $dh;
     closedir $dh;
     return grep { defined } @m;
 }
@@ -1268,8 +1268,9 @@ if ($opt{replay}) {
     exit replay_finding($opt{replay});
 }
 
-# This run's findings replace the last run's (only entries named as findings are).
-if (opendir my $dh, $opt{findings}) {
+# This run's findings replace the last run's (only entries named as
+# findings are), unless it only writes seeds.
+if ($opt{seconds} > 0 && opendir my $dh, $opt{findings}) {
     remove_tree("$opt{findings}/$_") for grep { /^\d{3}-[a-z-]+$/ } readdir $dh;
     closedir $dh;
 }
