@@ -993,6 +993,22 @@ sub rss_status {
     return \%s;
 }
 
+# The error log's new lines: a worker that died (on a signal, or exiting
+# with a code: a sanitizer that aborts), [alert], [crit] and [emerg] lines;
+# and the [error]/[warn] messages counted, digits as N.
+sub log_check {
+    my (@bad, %errors);
+    for my $line (Idem::Nginx::new_log_lines($NG)) {
+        if ($line =~ /\[(?:alert|crit|emerg)\]|exited on signal|exited with code [1-9]|core dumped|segfault/) {
+            push @bad, $line;
+        } elsif ($line =~ /\[(error|warn)\] \d+#\d+: (?:\*\d+ )?(.*?)(?:, client: .*)?$/) {
+            (my $msg = "[$1] $2") =~ s/\d+/N/g;
+            $errors{$msg}++;
+        }
+    }
+    return (\@bad, \%errors);
+}
+
 my (@WORKERS, $WORKERS_AT);
 sub workers {
     if (!$WORKERS_AT || time - $WORKERS_AT > RSS_EVERY) {
@@ -1159,12 +1175,12 @@ sub settle_and_check {
         my $st = rss_status($pid) or next;
         $RSS_BASE{$pid} = $st->{VmRSS} if delete $RSS_REBASE{$pid};
     }
-    my ($bad, $errors) = Idem::Nginx::log_findings($NG);
+    my ($bad, $errors) = log_check();
     for my $line (@$bad) {
         (my $sig = $line) =~ s/^\S+ \S+ //;
         $sig =~ s/\d+/N/g;
         $sig =~ s/, client: .*//;
-        push @found, [ $line =~ /exited on signal|core dumped|segfault|signal 11/ ? 'worker-died' : 'alert', $sig, $line ];
+        push @found, [ $line =~ /exited on signal|exited with code|core dumped|segfault/ ? 'worker-died' : 'alert', $sig, $line ];
     }
     for my $msg (keys %$errors) {
         (my $m = $msg) =~ s/"[^"]*idem:[^"]*"/"<key>"/g;
@@ -1297,7 +1313,7 @@ new_executions();   # the seeding's executions: the fuzzing must add none
 }
 read_access_log();
 %FINALIZED = ();
-Idem::Nginx::log_findings($NG);
+log_check();
 for my $rep (sanitizer_reports()) {
     my ($error, $frames, $sig) = report_frames($rep->[1]);
     finding('sanitizer', "$sig (while seeding)", "$error\n" . join("\n", @$frames), { store => 'redis', ops => ['seeding'], writes => [] });
