@@ -38,8 +38,10 @@
 #    epoll (a report is written whole by then): no sanitizer report
 #    (Idem::Nginx's asan_new_reports), no worker exited on a signal and no
 #    [alert]/[crit] line, no execution of the upstream at all (every key
-#    fuzzed holds a record; a self-check at the start proves the count),
-#    and each worker's VmRSS within --rss-mb of its baseline (below).
+#    fuzzed holds a record: its log gains no line; a self-check at the
+#    start proves it tells; at the end each path's count, Idem::Upstream's,
+#    is the one of its seeding), and each worker's VmRSS within --rss-mb of
+#    its baseline (below).
 # 5. Prints progress every 15 s and a summary; each finding's input (the
 #    bytes written, under which keys, the requests, the answers, the report;
 #    and the iteration before, as a report can surface just after its
@@ -1350,6 +1352,20 @@ for my $si (0 .. $#stores) {
     }
 }
 my $minutes = (time - $t0) / 60;
+
+# The upstream's own counts (Idem::Upstream): each case's path ran once,
+# when it was seeded, whatever the fuzzing did with its key.
+{
+    my %path = map { ($_->{path} =~ s/\?.*//r) => 1 } @CASES;
+    my $counts = Idem::Upstream::upstream_counts(sort keys %path);
+    for my $p (sort keys %$counts) {
+        next if $counts->{$p} == 1;
+        finding('executed', "the upstream ran $p $counts->{$p} times",
+                "the upstream's count for $p is $counts->{$p}: once when seeded, never again", $LAST_INPUT // {});
+    }
+    printf "fuzz-gateway: the upstream's counts: %d paths, each run once\n", scalar keys %$counts
+        unless grep { $_ != 1 } values %$counts;
+}
 
 # The workers stop: what they report on the way out counts too.
 Idem::Nginx::nginx_stop($NG);
