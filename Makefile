@@ -107,6 +107,44 @@ fuzz: deps $(FUZZ_BINS)
 	  exit 1; \
 	fi
 
+# The replay path fuzzed through a real nginx (scripts/fuzz-gateway.pl): the
+# module's ASan+UBSan build (scripts/asan-build.sh, which alone compiles in
+# the test hook idempotency_test_store_raw: raw bytes under any key of the
+# zone store) in nginx with 2 workers, on a private Redis and on the zone
+# store. Seeds are real records of every kind (a claim, plain, trailers,
+# compressed, with a dictionary, sealed, in pieces, unreplayable, a live log)
+# written by driving the gateway; each iteration writes a mutated or crafted
+# one under its real keys and sends the retry, joiners, the operator's
+# inspection and purge, clients that leave. Fails on an answer the design
+# does not list, a sanitizer report, a worker lost, an [alert], any execution
+# of the upstream (every key holds a record), a request never finalized, or
+# a worker's VmRSS over FUZZ_GATEWAY_RSS_MB (64) above its baseline. Each
+# finding's input and report in $(BUILD)/fuzz-gateway/findings/; replay one
+# with `perl scripts/fuzz-gateway.pl --replay DIR`. FUZZ_GATEWAY_SECONDS of
+# fuzzing (600), split among FUZZ_GATEWAY_STORE (both, redis or zone);
+# FUZZ_GATEWAY_SEED repeats a run's mutations. `make fuzz-gateway-ci` is the
+# short pass: FUZZ_GATEWAY_CI_SECONDS (60) of fuzzing, about 80 s in all
+# once the ASan build is there. `make fuzz-gateway-seeds` writes the seeds
+# again into fuzz/corpus/gateway/.
+FUZZ_GATEWAY_SECONDS    ?= 600
+FUZZ_GATEWAY_CI_SECONDS ?= 60
+FUZZ_GATEWAY_STORE      ?= both
+FUZZ_GATEWAY_ENV = NGINX_BIN=$(NGINX_BIN) FUZZ_GATEWAY_STORE=$(FUZZ_GATEWAY_STORE) \
+                   FUZZ_GATEWAY_FINDINGS=$(CURDIR)/$(BUILD)/fuzz-gateway/findings
+.PHONY: fuzz-gateway fuzz-gateway-ci fuzz-gateway-seeds asan-build
+asan-build: deps
+	NGINX_SRC=$(NGINX_SRC) NGINX_BIN=$(NGINX_BIN) scripts/asan-build.sh > /dev/null
+
+fuzz-gateway: asan-build
+	$(FUZZ_GATEWAY_ENV) FUZZ_GATEWAY_SECONDS=$(FUZZ_GATEWAY_SECONDS) perl scripts/fuzz-gateway.pl
+
+fuzz-gateway-ci: asan-build
+	$(FUZZ_GATEWAY_ENV) FUZZ_GATEWAY_SECONDS=$(FUZZ_GATEWAY_CI_SECONDS) perl scripts/fuzz-gateway.pl
+
+fuzz-gateway-seeds: asan-build
+	rm -rf fuzz/corpus/gateway
+	$(FUZZ_GATEWAY_ENV) FUZZ_GATEWAY_SECONDS=0 perl scripts/fuzz-gateway.pl --write-seeds fuzz/corpus/gateway
+
 # The include layers of docs/design.md#layers, then the unit tests.
 unit: $(UNIT_BIN)
 	scripts/check-layers.pl

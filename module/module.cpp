@@ -20,6 +20,7 @@
 #include "redis/redis_conf.hpp"
 #include "redis/redis_store.hpp"
 #include "redis/tls_conf.hpp"
+#include "test_hooks.hpp"
 #include "zone/zone_conf.hpp"
 #include "zone/zone_store.hpp"
 
@@ -76,6 +77,9 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_encrypt_key"), NGX_CONF_1MORE, set_encrypt_key),
     {ngx_string("idempotency_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_metrics_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
     {ngx_string("idempotency_admin"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_admin_handler, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
+#ifdef IDEM_TEST_HOOKS
+    {ngx_string("idempotency_test_store_raw"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, set_test_store_raw, NGX_HTTP_LOC_CONF_OFFSET, 0, nullptr},
+#endif
     ngx_null_command,
 };
 
