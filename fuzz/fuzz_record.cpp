@@ -6,7 +6,7 @@
 // never a proper prefix of another, so the bytes less their last one never
 // decode. And the other way: records of each kind encoded from fields taken
 // from the input decode back to those fields, unless the response is one
-// that must not be sent again (a status outside 100-599, a header name that
+// that must not be sent again (a status outside 200-599, a header name that
 // is not a token, a value with CR, LF or NUL), which is refused.
 // Compressed records (version 3, compression.hpp): bytes whose head reads
 // open, if at all, into exactly the size it states, and into a plain
@@ -72,7 +72,7 @@ bool sendable_entry(const Header& h)
 
 bool sendable(std::uint16_t status, const std::vector<Header>& headers, const std::vector<Header>& trailers = {})
 {
-    if (status < 100 || status > 599) {
+    if (status < 200 || status > 599) {
         return false;
     }
     for (const Header& h : headers) {

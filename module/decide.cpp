@@ -69,7 +69,7 @@ const char* unusable_reason(Unusable why) noexcept
     case Unusable::no_keys: return "it is encrypted and no idempotency_encrypt_key is configured";
     case Unusable::unknown_key: return "sealed with a key that is not configured";
     case Unusable::altered: return "altered, or moved from another key";
-    case Unusable::bad_status: return "its response has a status outside 100-599, and is never replayed";
+    case Unusable::bad_status: return "its response has a status outside 200-599, and is never replayed";
     case Unusable::bad_header_name: return "its response has a header name that is not an HTTP token, and is never replayed";
     case Unusable::bad_header_value: return "its response has a header value with CR, LF or NUL, and is never replayed";
     case Unusable::newer_version: return "it is a record of a later release's layout, which this one does not read";

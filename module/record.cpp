@@ -137,7 +137,9 @@ RecordFlaw entries_flaw(std::string_view entries, std::uint16_t count) noexcept
 // headers and trailers that are what they say.
 RecordFlaw response_flaw(const Record& record) noexcept
 {
-    if (record.status < 100 || record.status > 599) {
+    // a 1xx is no final answer: sent as one, a body after it is read by
+    // the client as the response that follows
+    if (record.status < 200 || record.status > 599) {
         return RecordFlaw::status;
     }
     RecordFlaw flaw = entries_flaw(record.headers, record.header_count);

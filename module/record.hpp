@@ -29,7 +29,7 @@
 // record, answered 410, never 503 nor a second execution. So is a response that must
 // not be sent again as it stands (a Redis anyone can write to must not
 // split responses or smuggle headers through a replay): a status outside
-// 100-599, a header or trailer name that is not an HTTP token, a value
+// 200-599 (a 1xx is no final answer), a header or trailer name that is not an HTTP token, a value
 // holding CR, LF or NUL.
 #pragma once
 

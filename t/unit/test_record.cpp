@@ -346,10 +346,12 @@ idem::RecordFlaw flaw_of(const std::string& bytes)
 TEST(RecordDecode, RefusesAStatusNoResponseHas)
 {
     using idem::RecordFlaw;
-    for (std::uint16_t status : {0, 99, 600, 999, 65535}) {
+    // a 1xx is no final answer: replayed as one, the body after it would
+    // be read as the response that follows (response splitting)
+    for (std::uint16_t status : {0, 99, 100, 101, 103, 199, 600, 999, 65535}) {
         EXPECT_EQ(flaw_of(response(Digest{}, status, {}, "x")), RecordFlaw::status) << status;
     }
-    for (std::uint16_t status : {100, 200, 599}) {
+    for (std::uint16_t status : {200, 204, 599}) {
         EXPECT_TRUE(idem::decode_record(response(Digest{}, status, {}, "x")).has_value()) << status;
     }
     // the marker of an unreplayable response is never sent: any status
