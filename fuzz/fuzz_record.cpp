@@ -385,6 +385,10 @@ void check_pieces(std::string_view bytes)
         look.append(entry, sizeof entry);
     }
     FUZZ_CHECK(idem::first_bad_piece(list, look, false) == count);
+    // a piece the store does not have: no bytes at all, not even a pointer
+    char absent[idem::piece_look_entry_size];
+    idem::encode_piece_look(absent, idem::absent_piece, std::string_view{});
+    FUZZ_CHECK(idem::first_bad_piece(list, std::string_view(absent, sizeof absent), false) == 0);
 
     // a record listing them, with the input's first bytes as its headers' names
     std::vector<Header> headers;

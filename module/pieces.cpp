@@ -108,7 +108,9 @@ char* encode_piece_look(char* out, std::uint32_t stored_size, std::string_view v
 {
     char* p = put_be<std::uint32_t>(out, stored_size);
     std::size_t n = value.size() < piece_name_size ? value.size() : piece_name_size;
-    std::memcpy(p, value.data(), n);
+    if (n != 0) {  // an absent piece's view may have no bytes at all
+        std::memcpy(p, value.data(), n);
+    }
     std::memset(p + n, 0, piece_name_size - n);
     return p + piece_name_size;
 }

@@ -19,9 +19,11 @@
 #include "test_hooks.hpp"
 
 #include <cstring>
+#include <new>
 
 #include "conf.hpp"
 #include "send.hpp"
+#include "store_call.hpp"
 #include "store_factory.hpp"
 
 namespace idem {
@@ -33,9 +35,7 @@ struct RawCtx {
     ngx_http_request_t* request;
     const LocConf* conf;
     Store* store;
-    LiveOp* live;   // a write in flight
-    PeekOp* peek;   // a read in flight
-    ngx_event_t timer;
+    StoreCall call;  // the read or the write in flight
     ngx_str_t key;
     std::uint64_t ttl_ms;
 };
@@ -51,42 +51,26 @@ ngx_int_t send_bytes(ngx_http_request_t* r, ngx_uint_t status, std::string_view 
     return send_whole_body(r, body);
 }
 
-void stop(RawCtx* ctx)
-{
-    if (ctx->live != nullptr) {
-        ctx->store->live_abandon(ctx->live);
-        ctx->live = nullptr;
-    }
-    if (ctx->peek != nullptr) {
-        ctx->store->peek_abandon(ctx->peek);
-        ctx->peek = nullptr;
-    }
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-}
+// Marks the request's RawCtx among its pool cleanups (ctx_of).
+void marker(void*) {}
 
-void cleanup(void* data)
-{
-    stop(static_cast<RawCtx*>(data));
-}
-
+// Ends the request: ctx, in its pool, may be gone after it.
 void finish(RawCtx* ctx, ngx_int_t rc)
 {
-    stop(ctx);
-    ngx_http_finalize_request(ctx->request, rc);
+    ctx->call.abandon();
+    end_request(ctx->request, rc);
 }
 
-void on_timeout(ngx_event_t* ev)
+void on_timeout(void* data)
 {
-    auto* ctx = static_cast<RawCtx*>(ev->data);
+    auto* ctx = static_cast<RawCtx*>(data);
     finish(ctx, send_bytes(ctx->request, NGX_HTTP_SERVICE_UNAVAILABLE, "the store did not answer\n"));
 }
 
 void on_written(void* data, LiveStatus status, std::string_view)
 {
     auto* ctx = static_cast<RawCtx*>(data);
-    ctx->live = nullptr;
+    ctx->call.answered();
     ngx_http_request_t* r = ctx->request;
     finish(ctx, status == LiveStatus::done   ? send_bytes(r, NGX_HTTP_OK, "written\n")
                 : status == LiveStatus::gone ? send_bytes(r, NGX_HTTP_CONFLICT, "the key was taken meanwhile\n")
@@ -96,7 +80,7 @@ void on_written(void* data, LiveStatus status, std::string_view)
 void on_read(void* data, LiveStatus status, std::string_view value, std::int64_t ttl_ms)
 {
     auto* ctx = static_cast<RawCtx*>(data);
-    ctx->peek = nullptr;
+    ctx->call.answered();
     ngx_http_request_t* r = ctx->request;
     if (status != LiveStatus::done) {
         finish(ctx, status == LiveStatus::gone ? send_bytes(r, NGX_HTTP_NOT_FOUND, "")
@@ -123,7 +107,7 @@ void on_read(void* data, LiveStatus status, std::string_view value, std::int64_t
 RawCtx* ctx_of(ngx_http_request_t* r)
 {
     for (ngx_pool_cleanup_t* c = r->pool->cleanup; c != nullptr; c = c->next) {
-        if (c->handler == cleanup) {
+        if (c->handler == marker) {
             return static_cast<RawCtx*>(c->data);
         }
     }
@@ -161,13 +145,11 @@ void on_body(ngx_http_request_t* r)
         }
     }
     ctx->store->live_expire(view(ctx->key), 0);  // what was there goes; the append at 0 makes the key anew
-    ctx->live = ctx->store->live_append(view(ctx->key), 0, {reinterpret_cast<char*>(body), size}, ctx->ttl_ms,
-                                        on_written, ctx);
-    if (ctx->live == nullptr) {
+    LiveOp* op = ctx->store->live_append(view(ctx->key), 0, {reinterpret_cast<char*>(body), size}, ctx->ttl_ms,
+                                         on_written, ctx);
+    if (!ctx->call.await(ctx->store, op, ctx->conf->redis_timeout)) {
         ngx_http_finalize_request(r, send_bytes(r, NGX_HTTP_SERVICE_UNAVAILABLE, "the store cannot be reached\n"));
-        return;
     }
-    ngx_add_timer(&ctx->timer, ctx->conf->redis_timeout);
 }
 
 // A query argument, unescaped; false when absent.
@@ -194,9 +176,10 @@ ngx_int_t raw_handler(ngx_http_request_t* r)
         return NGX_HTTP_NOT_ALLOWED;
     }
     auto* conf = static_cast<LocConf*>(ngx_http_get_module_loc_conf(r, ngx_http_idempotency_module));
-    auto* ctx = static_cast<RawCtx*>(ngx_pcalloc(r->pool, sizeof(RawCtx)));
+    void* memory = ngx_palloc(r->pool, sizeof(RawCtx));
+    auto* ctx = memory != nullptr ? new (memory) RawCtx() : nullptr;
     ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (ctx == nullptr || cln == nullptr) {
+    if (ctx == nullptr || cln == nullptr || !ctx->call.bind(r->pool)) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     if (!query_arg(r, "key", ctx->key) || ctx->key.len == 0) {
@@ -217,8 +200,8 @@ ngx_int_t raw_handler(ngx_http_request_t* r)
     if (ctx->store == nullptr) {
         return send_bytes(r, NGX_HTTP_SERVICE_UNAVAILABLE, "no store\n");
     }
-    set_event(ctx->timer, on_timeout, ctx, r->connection->log);
-    cln->handler = cleanup;
+    ctx->call.init(on_timeout, ctx, r->connection->log);
+    cln->handler = marker;
     cln->data = ctx;
 
     if (r->method == NGX_HTTP_PUT) {
@@ -233,11 +216,9 @@ ngx_int_t raw_handler(ngx_http_request_t* r)
         ctx->store->live_expire(view(ctx->key), 0);
         return send_bytes(r, NGX_HTTP_OK, "deleted\n");
     }
-    ctx->peek = ctx->store->peek(view(ctx->key), on_read, ctx);
-    if (ctx->peek == nullptr) {
+    if (!ctx->call.await(ctx->store, ctx->store->peek(view(ctx->key), on_read, ctx), conf->redis_timeout)) {
         return send_bytes(r, NGX_HTTP_SERVICE_UNAVAILABLE, "the store cannot be reached\n");
     }
-    ngx_add_timer(&ctx->timer, conf->redis_timeout);
     r->main->count++;
     return NGX_DONE;
 }

@@ -93,6 +93,7 @@ use Time::HiRes qw(time);
 
 use Bodies ();
 use FuzzRecords ();
+use Idem::CrashSentinel ();
 use Idem::HTTP ();
 use Idem::Nginx ();
 use Idem::Proc ();
@@ -1001,7 +1002,8 @@ sub rss_status {
 sub log_check {
     my (@bad, %errors);
     for my $line (Idem::Nginx::new_log_lines($NG)) {
-        if ($line =~ /\[(?:alert|crit|emerg)\]|exited on signal|exited with code [1-9]|core dumped|segfault/) {
+        if (Idem::CrashSentinel::bad_line($line)
+            || $line =~ /\[(?:crit|emerg)\]|exited with code [1-9]|core dumped|segfault/) {
             push @bad, $line;
         } elsif ($line =~ /\[(error|warn)\] \d+#\d+: (?:\*\d+ )?(.*?)(?:, client: .*)?$/) {
             (my $msg = "[$1] $2") =~ s/\d+/N/g;
@@ -1250,6 +1252,44 @@ sub iteration {
     }
 }
 
+# ------------------------------------------------------------ the fixed scenario
+
+# Before the fuzzing, on each store, the scenario every store must hold:
+# a response kept in pieces that lost one (one in the middle, then the
+# last: what eviction or a flushed replica leaves), retried four times over
+# one keep-alive connection as a client's pool does, so that a request the
+# module ended is freed at once: every retry 410, every worker alive, no
+# sanitizer report.
+sub lost_piece_scenario {
+    my ($store) = @_;
+    my ($c) = grep { $_->{name} eq 'pieces-noise' } @CASES or die "fuzz-gateway: no pieces seed\n";
+    my @pieces = grep { $_->[0] =~ /^piece\d+$/ } @{ $c->{values} };
+    for my $lost ($pieces[1], $pieces[-1]) {
+        my @writes = map { [ $_->[1], $_->[2], RECORD_TTL_MS ] } grep { $_ != $lost } @{ $c->{values} };
+        store_write($store, \@writes, [ $lost->[1] ]);
+        my @workers = sort { $a <=> $b } Idem::Nginx::workers_of($NG->{pid});
+        my @reqs = map { request_for($c, $store) } 1 .. 4;
+        my @answers;
+        my $pool = Idem::HTTP::pool_new(concurrency => 1,
+                                        on_done => sub { my ($req, $res) = @_; push @answers, { %$res, id => $req->{id}, req => $req } });
+        Idem::HTTP::pool_submit($pool, $_) for @reqs;
+        Idem::HTTP::pool_run($pool, time + REQUEST_SECS);
+        $STATS{requests} += @reqs;
+        my $input = { store => $store, case => $c->{name}, ops => ["$lost->[0] lost, 4 retries on one connection"],
+                      writes => \@writes, deletes => [ $lost->[1] ], groups => [ [ @reqs ] ], answers => \@answers };
+        my @found = settle_and_check($store, $input, \@answers);
+        my @got = map { ($_->{status} // 0) || ($_->{error} // 'no answer') } @answers;
+        push @found, [ 'scenario', 'a retry of a response that lost a piece was not answered 410',
+                       "$lost->[0] lost: the retries got @got" ] if @answers != 4 || grep { $_ ne '410' } @got;
+        my @now = sort { $a <=> $b } Idem::Nginx::workers_of($NG->{pid});
+        push @found, [ 'scenario', 'a worker died answering the retries of a response that lost a piece',
+                       "workers before: @workers; after: @now" ] if "@now" ne "@workers";
+        finding($_->[0], $_->[1], "$_->[2]\n\ncase $c->{name} on the $store store", $input) for @found;
+        printf "fuzz-gateway: on the %s store, %s lost: four retries on one connection got %s%s\n", $store, $lost->[0],
+            join(' ', @got), @found ? '' : ', every worker alive';
+    }
+}
+
 # ------------------------------------------------------------ replay
 
 sub replay_finding {
@@ -1322,6 +1362,7 @@ for my $rep (sanitizer_reports()) {
 }
 printf "fuzz-gateway: %d seed cases, %d values of splice material, seeded in %.1f s\n",
     scalar @CASES, scalar @MATERIAL, time - $t_seed;
+lost_piece_scenario($_) for @stores;
 for my $w (Idem::Nginx::workers_of($NG->{pid})) {
     my $s = rss_status($w) // next;
     $RSS_BASE{$w} = $s->{VmRSS};
@@ -1367,8 +1408,10 @@ my $minutes = (time - $t0) / 60;
         unless grep { $_ != 1 } values %$counts;
 }
 
-# The workers stop: what they report on the way out counts too.
+# The workers stop: what they report on the way out counts too, and what
+# the crash sentinel finds in the whole log then.
 Idem::Nginx::nginx_stop($NG);
+finding('sentinel', $_ =~ s/^\S+ \S+ //r =~ s/\d+/N/gr, $_, $LAST_INPUT // {}) for @{ $NG->{crashes} || [] };
 for my $rep (sanitizer_reports()) {
     my ($error, $frames, $sig) = report_frames($rep->[1]);
     finding('sanitizer', "$sig (at exit)", "$error\n" . join("\n", @$frames), $LAST_INPUT // {});
