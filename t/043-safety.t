@@ -298,3 +298,37 @@ location / {
 ["X-Idempotency-Status: unreplayable", ""]
 --- response_body_like eval
 [qr/response-unverifiable/, qr/\A0\z/]
+
+
+=== TEST 13: a record of ours cut short, extended, or of version 0, and a compressed one of a later plain version: 410 each, never 503 (which a client retries for the whole idempotency_ttl), never executed
+--- init
+my $whole = main::crafted_response('POST', '/rec/cut', 'x', 200, [['X-A', 'b']], "body");
+IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('rec-cut'), substr($whole, 0, 20), 'PX', 600_000);
+my $long = main::crafted_response('POST', '/rec/long', 'x', 200, [['X-A', 'b']], "body");
+IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('rec-long'), $long . 'x', 'PX', 600_000);
+my $zero = main::crafted_response('POST', '/rec/zero', 'x', 200, [], "body");
+substr($zero, 3, 1) = "\x00";
+IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('rec-zero'), $zero, 'PX', 600_000);
+# version 3 (compressed): the prefix, status, form 1, a plain version 9, its size, a frame
+my $later = main::crafted_response('POST', '/rec/inner', 'x', 200, [], "body");
+my $packed = "IDM\x03\x02" . substr($later, 5, 32) . pack('n', 200) . "\x01\x09" . pack('N', 10) . "\x28\xb5\x2f\xfd";
+IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('rec-inner'), $packed, 'PX', 600_000);
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    add_header X-Idempotency-Status $idempotency_status always;
+    proxy_pass http://backend;
+}
+--- request eval
+["POST /rec/cut\nx", "POST /rec/long\nx", "POST /rec/zero\nx", "POST /rec/inner\nx",
+ "GET /_count/rec/cut", "GET /_count/rec/long", "GET /_count/rec/zero", "GET /_count/rec/inner"]
+--- more_headers eval
+["Idempotency-Key: rec-cut", "Idempotency-Key: rec-long", "Idempotency-Key: rec-zero", "Idempotency-Key: rec-inner",
+ "", "", "", ""]
+--- error_code eval
+[410, 410, 410, 410, 200, 200, 200, 200]
+--- response_body_like eval
+[qr/response-unverifiable/, qr/response-unverifiable/, qr/response-unverifiable/, qr/response-unverifiable/,
+ qr/\A0\z/, qr/\A0\z/, qr/\A0\z/, qr/\A0\z/]
