@@ -70,7 +70,9 @@ void StoreCall::on_deadline(ngx_event_t* ev)
 {
     auto* call = static_cast<StoreCall*>(ev->data);
     call->abandon();
-    call->on_timeout_(call->data_);
+    if (call->on_timeout_ != nullptr) {
+        call->on_timeout_(call->data_);
+    }
 }
 
 void StoreCall::on_pool_gone(void* data)

@@ -17,7 +17,8 @@ public:
     using Timeout = void (*)(void* data);
 
     // `on_timeout(data)` runs when a deadline passes before the answer:
-    // the operation is abandoned first.
+    // the operation is abandoned first (nullptr: one that is never given
+    // a deadline).
     void init(Timeout on_timeout, void* data, ngx_log_t* log) noexcept;
     // The operation is abandoned when `pool` goes (a request's pool):
     // whoever awaits it lives there. False when out of memory.
