@@ -62,13 +62,7 @@ bool needs_force(KeyState state)
 
 ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, std::string_view body)
 {
-    r->headers_out.status = status;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    if (!add_header(r, "Cache-Control", "no-store")) {
-        return NGX_ERROR;
-    }
-    return send_whole_body(r, body);
+    return send_uncached(r, status, "application/json", body);
 }
 
 // A problem+json answer (RFC 9457), like the module's other errors.

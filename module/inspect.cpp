@@ -264,9 +264,9 @@ void next_request(Json& j, KeyState state, const Record* record, bool sealed, co
         break;
     case KeyState::unusable:
         len = std::snprintf(text, sizeof text,
-                            "410 response-unverifiable: the record holds a response this release does not "
-                            "replay (a status or header no gateway stores, a later release's layout, or a "
-                            "compressed record that does not open)");
+                            "410 response-unverifiable: the record holds a response no gateway replays (damaged "
+                            "or cut short, a status or header no gateway stores, or a compressed record that does "
+                            "not open)");
         break;
     case KeyState::foreign:
         len = std::snprintf(text, sizeof text, "503: the value is not a record of this module");

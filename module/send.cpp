@@ -40,6 +40,18 @@ ngx_int_t send_whole_body(ngx_http_request_t* r, std::string_view body, bool tra
     return ngx_http_output_filter(r, &out);
 }
 
+ngx_int_t send_uncached(ngx_http_request_t* r, ngx_uint_t status, std::string_view type,
+                        std::string_view body) noexcept
+{
+    r->headers_out.status = status;
+    r->headers_out.content_type = {type.size(), bytes(type)};
+    r->headers_out.content_type_len = type.size();
+    if (!add_header(r, "Cache-Control", "no-store")) {
+        return NGX_ERROR;
+    }
+    return send_whole_body(r, body);
+}
+
 void end_request(ngx_http_request_t* r, ngx_int_t rc) noexcept
 {
     ngx_connection_t* c = r->connection;

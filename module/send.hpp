@@ -47,6 +47,11 @@ inline ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name,
     return push_header(r->headers_out.headers, name, value);
 }
 
+// A whole answer of the module's own that no cache keeps: `status`, the
+// Content-Type `type` (a string that outlives the request), `body`.
+ngx_int_t send_uncached(ngx_http_request_t* r, ngx_uint_t status, std::string_view type,
+                        std::string_view body) noexcept;
+
 // Sends the response header (status and headers already set), then `body`
 // as the whole response body, with Content-Length, or without one when
 // trailers follow it (as a stream that ends with them, as an upstream

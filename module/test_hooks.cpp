@@ -42,13 +42,7 @@ struct RawCtx {
 
 ngx_int_t send_bytes(ngx_http_request_t* r, ngx_uint_t status, std::string_view body)
 {
-    r->headers_out.status = status;
-    ngx_str_set(&r->headers_out.content_type, "application/octet-stream");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    if (!add_header(r, "Cache-Control", "no-store")) {
-        return NGX_ERROR;
-    }
-    return send_whole_body(r, body);
+    return send_uncached(r, status, "application/octet-stream", body);
 }
 
 // Marks the request's RawCtx among its pool cleanups (ctx_of).
