@@ -950,6 +950,11 @@ sub judge {
                  . " bytes, not $want->{status} with " . length($want->{body}) ]
             unless $req->{join} || ($a->{status} == $want->{status} && $a->{body} eq $want->{body});
     }
+    # a 204 or 304 has no body by HTTP, whatever the record held (nginx
+    # sends none): a crafted one with a body is replayed without it
+    if ($a->{status} == 204 || $a->{status} == 304) {
+        return length $a->{body} ? [ 'replay-differs', "a $a->{status} replayed with a body" ] : undef;
+    }
     if (!$req->{join} && (my $o = plan_oracle($plan))) {
         return [ 'replay-differs', "replayed status $a->{status}, $o->{why} has $o->{status}" ]
             if defined $o->{status} && $a->{status} != $o->{status} && $o->{status} != 204 && $o->{status} != 304;
