@@ -24,6 +24,7 @@
 #include "feed.hpp"
 #include "key_space.hpp"
 #include "lease.hpp"
+#include "live_board.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "request_ctx.hpp"
@@ -292,6 +293,8 @@ void claim_key(RequestCtx* ctx) noexcept
         ClaimWaiter waiter = location_waiter(*conf, on_claim, ctx, ctx->fingerprint);
         // the lease a grant of this attempt will have (used once the claim is ours)
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
+        // an original settled after this, in any worker, is looked for at once if the claim must wait
+        ctx->claim.settles_seen = live_board_settles(live_board_slot(view(ctx->claim.key)));
         ctx->claim.pending =
             ctx->claim.store->claim(view(ctx->claim.key), view(ctx->claim.record), conf->lock_ttl, waiter);
     }

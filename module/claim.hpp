@@ -26,6 +26,7 @@ struct Claim {
     Lease* lease;           // once the claim is ours: lease_end, revoked by a renewal that finds the claim gone
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
     std::uint64_t fence;    // drawn by the store when the claim was granted (fence.hpp); 0: none
+    ngx_atomic_uint_t settles_seen;  // the key's settles on the live board when the claim was sent (wait.cpp)
 };
 
 // Names the claim: its store key, from the virtual server, the caller's
