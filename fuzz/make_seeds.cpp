@@ -3,7 +3,8 @@
 // The seeds are committed (fuzz/corpus/); rerun this only to change them:
 //
 //   g++ -std=c++17 -Imodule -Ifuzz -o build/make_seeds fuzz/make_seeds.cpp
-//       module/record.cpp module/compression.cpp module/live_log.cpp module/fingerprint.cpp -lzstd -lcrypto
+//       module/record.cpp module/replayable.cpp module/outcome.cpp module/compression.cpp module/live_log.cpp
+//       module/fingerprint.cpp -lzstd -lcrypto
 //       (one line)
 //   build/make_seeds fuzz/corpus
 //

@@ -227,6 +227,9 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
             outcome = Outcome::waited;
         }
         break;
+    case Outcome::unreplayable:  // what its marker says, its 410 says too
+        ctx->unreplayable_why = result.record != nullptr ? result.record->why : MarkerWhy::unsaid;
+        break;
     case Outcome::conflict:  // the original is in flight
         if (ctx->conf->wait != 0 && feed_follow(ctx, result.stored)) {
             outcome = Outcome::joined;  // it is answering already: join it (join.cpp)
@@ -432,12 +435,15 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
     wake_waiters(ctx);
 }
 
-void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept
+// A response that breaks HTTP (`said`: replayable.hpp) is the upstream's
+// fault, logged as an error; the rest are limits, a warning.
+void claim_unreplayable(RequestCtx* ctx, const char* why, MarkerWhy said) noexcept
 {
-    char marker[unreplayable_size];
-    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
-    ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
-                  "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->claim.key, why);
+    char marker[unreplayable_why_size];
+    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), said, marker);
+    ngx_uint_t level = said != MarkerWhy::unsaid ? NGX_LOG_ERR : NGX_LOG_WARN;
+    ngx_log_error(level, ctx->request->connection->log, 0, "idempotency: the response to \"%V\" cannot be replayed: %s",
+                  &ctx->claim.key, why);
     claim_complete(ctx, RecordBytes::borrowed({marker, size}));
 }
 

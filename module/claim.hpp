@@ -54,7 +54,10 @@ void claim_stop_renewing(RequestCtx* ctx) noexcept;
 // cannot be replayed (410), or the key freed for a retry to run again.
 // Owned `record` bytes the store keeps as they are, borrowed ones it copies.
 void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept;
-void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept;
+// `why` goes to the log, naming the key; a marker that says why (`said`:
+// the response breaks what can be sent again, replayable.hpp) tells the
+// retries too, and is logged as an error.
+void claim_unreplayable(RequestCtx* ctx, const char* why, MarkerWhy said = MarkerWhy::unsaid) noexcept;
 void claim_release(RequestCtx* ctx, const char* why) noexcept;
 
 }  // namespace idem

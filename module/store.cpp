@@ -80,7 +80,8 @@ void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_
         opened = RecordBytes::owned(opened.release(), value);
         bytes = &opened;
     }
-    callback(data, {outcome, outcome == Outcome::replayed ? &record : nullptr, value, bytes});
+    bool decoded = outcome == Outcome::replayed || outcome == Outcome::unreplayable;
+    callback(data, {outcome, decoded ? &record : nullptr, value, bytes});
 }
 
 void store_settled(std::string_view key) noexcept

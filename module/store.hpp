@@ -26,7 +26,7 @@ class Store;
 
 struct ClaimResult {
     Outcome outcome;
-    const Record* record;     // replayed: the stored response, decoded from `stored`
+    const Record* record;     // replayed: the stored response, decoded from `stored`; unreplayable: the marker
     std::string_view stored;  // the record found; both valid during the callback only
     // Not nullptr: the bytes `stored` views — the reply's string, the zone's
     // copy out of shared memory, or the opened copy of a sealed record —
