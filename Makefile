@@ -21,7 +21,7 @@ LD_OPT ?= -Wl,-z,relro -Wl,-z,now -fPIC
 
 CXX      ?= g++
 CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror
-CORE_SRCS := module/disposition.cpp module/upstream_control.cpp module/claim_token.cpp module/inspect.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/compression.cpp module/pieces.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
+CORE_SRCS := module/disposition.cpp module/upstream_control.cpp module/claim_token.cpp module/inspect.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/replayable.cpp module/compression.cpp module/pieces.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
 UNIT_SRCS := $(wildcard t/unit/*.cpp)
 UNIT_BIN  := $(BUILD)/unit_tests
 
@@ -161,7 +161,7 @@ STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/0
                         t/011-wait.t t/013-max-response-size.t t/014-failure-outcomes.t t/032-scope.t \
                         t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t \
                         t/059-admin.t t/060-fence.t t/061-upstream-control.t t/062-replayed-header.t \
-                        t/064-compression.t t/065-pieces.t t/066-dictionary.t
+                        t/064-compression.t t/065-pieces.t t/066-dictionary.t t/070-unreplayable-at-capture.t
 CLUSTER_TESTS := t/055-live-join.t t/059-admin.t t/060-fence.t t/065-pieces.t
 
 prove: $(MODULE)

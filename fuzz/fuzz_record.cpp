@@ -7,7 +7,9 @@
 // decode. And the other way: records of each kind encoded from fields taken
 // from the input decode back to those fields, unless the response is one
 // that must not be sent again (a status outside 200-599, a header name that
-// is not a token, a value with CR, LF or NUL), which is refused.
+// is not a token, a value with CR, LF or NUL), which is refused — with the
+// flaw the capture's check (replayable.hpp) finds in the same response.
+// Unreplayable markers, plain or saying why, rebuild the same bytes too.
 // Compressed records (version 3, compression.hpp): bytes whose head reads
 // open, if at all, into exactly the size it states, and into a plain
 // record of version 1 or 2 that is then checked as above; and a plain
@@ -36,6 +38,7 @@
 #include "decide.hpp"
 #include "pieces.hpp"
 #include "record.hpp"
+#include "replayable.hpp"
 
 namespace {
 
@@ -152,12 +155,16 @@ void check_round_trip(std::string_view bytes, const Record& record)
         FUZZ_CHECK(idem::encode_response_tail(body + record.body.size(), extras) == out.data() + out.size());
         break;
     }
-    case RecordKind::unreplayable:
-        FUZZ_CHECK(idem::unreplayable_size == bytes.size());
-        out.resize(idem::unreplayable_size);
-        FUZZ_CHECK(idem::encode_unreplayable(record.fingerprint, record.status, out.data())
-                   == idem::unreplayable_size);
+    case RecordKind::unreplayable: {
+        // a marker says why in version 5 only, and then never "unsaid"
+        const bool says = record.why != idem::MarkerWhy::unsaid;
+        FUZZ_CHECK(says == (static_cast<std::uint8_t>(bytes[3]) == idem::record_version_marker_why));
+        const std::size_t size = says ? idem::unreplayable_why_size : idem::unreplayable_size;
+        FUZZ_CHECK(size == bytes.size());
+        out.resize(size);
+        FUZZ_CHECK(idem::encode_unreplayable(record.fingerprint, record.status, record.why, out.data()) == size);
         break;
+    }
     default:
         FUZZ_CHECK(!"decode_record returned an unknown kind");
     }
@@ -170,7 +177,7 @@ void check_record(std::string_view bytes, const Record& record)
     FUZZ_CHECK(bytes.size() >= 3 + 1 + 1 + 32);
     FUZZ_CHECK(std::memcmp(bytes.data(), "IDM", 3) == 0);
     FUZZ_CHECK(bytes[3] == idem::record_version || bytes[3] == idem::record_version_extras
-               || bytes[3] == idem::record_version_pieces);
+               || bytes[3] == idem::record_version_pieces || bytes[3] == idem::record_version_marker_why);
     FUZZ_CHECK(inside(record.pieces.id, bytes));
     FUZZ_CHECK(inside(record.pieces.stored_sizes, bytes));
     if (record.pieces.count != 0) {
@@ -252,7 +259,15 @@ void check_encode(std::string_view bytes)
     FUZZ_CHECK(idem::encode_unreplayable(fp, status, unrep.data()) == unrep.size());
     r = idem::decode_record(std::string_view(unrep.data(), unrep.size()));
     FUZZ_CHECK(r && r->kind == RecordKind::unreplayable && r->fingerprint == fp
-               && r->status == status);
+               && r->status == status && r->why == idem::MarkerWhy::unsaid);
+    // a marker that says why, whatever the reason's value (a later release's too)
+    const auto why = static_cast<idem::MarkerWhy>(bytes.empty() ? 1 : static_cast<unsigned char>(bytes[0]));
+    std::vector<char> said(idem::unreplayable_why_size);
+    const std::size_t said_size = idem::encode_unreplayable(fp, status, why, said.data());
+    FUZZ_CHECK(said_size == (why == idem::MarkerWhy::unsaid ? idem::unreplayable_size : said.size()));
+    r = idem::decode_record(std::string_view(said.data(), said_size));
+    FUZZ_CHECK(r && r->kind == RecordKind::unreplayable && r->fingerprint == fp && r->status == status
+               && r->why == why);
 
     // Headers: a length byte for the name, one for the value, then those
     // bytes (cut short at the end), up to 16 of them; the rest is the body.
@@ -286,6 +301,8 @@ void check_encode(std::string_view bytes)
     r = idem::decode_record(std::string_view(response.data(), response.size()), &flaw);
     FUZZ_CHECK(r.has_value() == sendable(response_status, headers));
     FUZZ_CHECK(r.has_value() == (flaw == idem::RecordFlaw::none));
+    // the capture's check (replayable.hpp) is the decoder's: the same flaw
+    FUZZ_CHECK(idem::response_flaw(response_status, headers.data(), headers.size()) == flaw);
     if (!r) {
         return;
     }

@@ -3,7 +3,8 @@
 // The seeds are committed (fuzz/corpus/); rerun this only to change them:
 //
 //   g++ -std=c++17 -Imodule -Ifuzz -o build/make_seeds fuzz/make_seeds.cpp
-//       module/record.cpp module/compression.cpp module/live_log.cpp module/fingerprint.cpp -lzstd -lcrypto
+//       module/record.cpp module/replayable.cpp module/outcome.cpp module/compression.cpp module/live_log.cpp
+//       module/pieces.cpp module/fingerprint.cpp -lzstd -lcrypto
 //       (one line)
 //   build/make_seeds fuzz/corpus
 //
@@ -72,6 +73,13 @@ std::string unreplayable(const idem::Digest& fp, std::uint16_t status)
 {
     std::string out(idem::unreplayable_size, '\0');
     idem::encode_unreplayable(fp, status, out.data());
+    return out;
+}
+
+std::string marker_saying(const idem::Digest& fp, std::uint16_t status, idem::MarkerWhy why)
+{
+    std::string out(idem::unreplayable_why_size, '\0');
+    out.resize(idem::encode_unreplayable(fp, status, why, out.data()));
     return out;
 }
 
@@ -165,6 +173,8 @@ void record_seeds()
     seed(t, "unreplayable_413", unreplayable(fp, 413));
     seed(t, "unreplayable_0", unreplayable(fp, 0));
     seed(t, "unreplayable_65535", unreplayable(fp, 65535));
+    seed(t, "unreplayable_why_600", marker_saying(fp, 600, idem::MarkerWhy::bad_status));
+    seed(t, "unreplayable_why_name", marker_saying(fp, 201, idem::MarkerWhy::bad_header_name));
 
     std::string r = response(fp, 200, typical, "body");
     seed(t, "bad_truncated", r.substr(0, r.size() - 1));

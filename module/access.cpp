@@ -18,6 +18,7 @@
 #include "client_gone.hpp"
 #include "feed.hpp"
 #include "key.hpp"
+#include "replayable.hpp"
 #include "request_ctx.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
@@ -129,6 +130,12 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
     }
     if (outcome.http_status == 0) {
         return NGX_DECLINED;
+    }
+    if (ctx->outcome == Outcome::unreplayable && ctx->unreplayable_why != MarkerWhy::unsaid) {
+        OutcomeInfo said = outcome;  // the marker's reason in the problem document
+        said.problem = unreplayable_problem(ctx->unreplayable_why);
+        answer_problem(r, said);
+        return NGX_DONE;
     }
     answer_problem(r, outcome);
     return NGX_DONE;

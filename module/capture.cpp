@@ -36,6 +36,7 @@
 #include "feed.hpp"
 #include "piece_writer.hpp"
 #include "pieces.hpp"
+#include "replayable.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
 #include "upstream_attempts.hpp"
@@ -260,6 +261,8 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
         claim_unreplayable(ctx, "out of memory");
     } else if (check_header_limits(static_cast<const Header*>(trailers.elts), trailers.nelts) != HeaderLimit::ok) {
         claim_unreplayable(ctx, "its trailers do not fit a record");
+    } else if (MarkerWhy flaw = trailers_flaw(trailers); flaw != MarkerWhy::unsaid) {
+        claim_unreplayable(ctx, marker_reason(flaw), flaw);
     } else if (ctx->capture.pieces != nullptr) {
         finish_pieces(ctx, static_cast<const Header*>(ctx->capture.headers.elts), ctx->capture.headers.nelts,
                       ResponseExtras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts});
@@ -349,10 +352,13 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     }
     auto* headers = static_cast<const Header*>(ctx->capture.headers.elts);
     HeaderLimit limit = check_header_limits(headers, ctx->capture.headers.nelts);
-    if (limit != HeaderLimit::ok) {
+    MarkerWhy flaw = head_flaw(ctx);
+    if (limit != HeaderLimit::ok || flaw != MarkerWhy::unsaid) {
         stop_capture(r, ctx);
-        claim_unreplayable(ctx, limit == HeaderLimit::too_many ? "more than 100 response headers"
-                                                               : "more than 64 KB of response headers");
+        claim_unreplayable(ctx, flaw != MarkerWhy::unsaid         ? marker_reason(flaw)
+                                : limit == HeaderLimit::too_many ? "more than 100 response headers"
+                                                                 : "more than 64 KB of response headers",
+                           flaw);
         return next_header_filter(r);
     }
     // room for the head of a record with extras (flags, trailers), which
@@ -445,15 +451,6 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
         return next_body_filter(r, in);
     }
     return record_body(r, ctx, in, next_body_filter);
-}
-
-ngx_uint_t count_headers(ngx_list_t& list)
-{
-    ngx_uint_t n = 0;
-    for (ngx_list_part_t* part = &list.part; part != nullptr; part = part->next) {
-        n += part->nelts;
-    }
-    return n;
 }
 
 // The upstream module ends the exchange. One that ends in error once the

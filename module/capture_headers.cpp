@@ -2,6 +2,7 @@
 
 #include "capture_headers.hpp"
 
+#include "replayable.hpp"
 #include "send.hpp"
 
 namespace idem {
@@ -143,6 +144,15 @@ const UpstreamControl* take_upstream_control(ngx_http_request_t* r, bool capture
     return &control;
 }
 
+ngx_uint_t count_headers(ngx_list_t& list) noexcept
+{
+    ngx_uint_t n = 0;
+    for (ngx_list_part_t* part = &list.part; part != nullptr; part = part->next) {
+        n += part->nelts;
+    }
+    return n;
+}
+
 // How nginx treats the response, for the replay to be treated alike.
 std::uint8_t response_flags(const ngx_http_request_t* r) noexcept
 {
@@ -169,6 +179,17 @@ bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out)
         return ok;
     });
     return ok;
+}
+
+MarkerWhy head_flaw(const RequestCtx* ctx) noexcept
+{
+    return marker_why(response_flaw(static_cast<unsigned>(ctx->response_status),
+                                    static_cast<const Header*>(ctx->capture.headers.elts), ctx->capture.headers.nelts));
+}
+
+MarkerWhy trailers_flaw(const ngx_array_t& trailers) noexcept
+{
+    return marker_why(headers_flaw(static_cast<const Header*>(trailers.elts), trailers.nelts));
 }
 
 }  // namespace idem

@@ -1,7 +1,8 @@
 // capture_headers.hpp — what the capture records besides the body: the
 // response's headers as the client gets them, its trailers, and how nginx
-// treats it (capture_headers.cpp); and the upstream's control header, taken
-// out of every response before anything records or sends it.
+// treats it (capture_headers.cpp), and whether it can be sent again at all;
+// and the upstream's control header, taken out of every response before
+// anything records or sends it.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,21 @@ bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out);
 // ignored, without the key.
 const UpstreamControl* take_upstream_control(ngx_http_request_t* r, bool captured, UpstreamControl& control);
 
+// The entries of a list of headers, deleted ones too: where a filter's
+// additions begin.
+ngx_uint_t count_headers(ngx_list_t& list) noexcept;
+
 // How nginx treats the response (record.hpp's flags), for the replay to be
 // treated alike.
 std::uint8_t response_flags(const ngx_http_request_t* r) noexcept;
+
+// Why the response as it is recorded could never be sent again — its
+// status as the client gets it and the headers collect_headers took, or the
+// trailers collect_trailers took — by the rule the decoder applies to every
+// stored response (replayable.hpp): MarkerWhy::unsaid when it can be. Such
+// a response still reaches its client as it is; it is kept as the marker
+// that says why.
+MarkerWhy head_flaw(const RequestCtx* ctx) noexcept;
+MarkerWhy trailers_flaw(const ngx_array_t& trailers) noexcept;
 
 }  // namespace idem

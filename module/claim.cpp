@@ -24,6 +24,7 @@
 #include "feed.hpp"
 #include "key_space.hpp"
 #include "lease.hpp"
+#include "live_board.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "request_ctx.hpp"
@@ -226,6 +227,9 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
             outcome = Outcome::waited;
         }
         break;
+    case Outcome::unreplayable:  // what its marker says, its 410 says too
+        ctx->unreplayable_why = result.record != nullptr ? result.record->why : MarkerWhy::unsaid;
+        break;
     case Outcome::conflict:  // the original is in flight
         if (ctx->conf->wait != 0 && feed_follow(ctx, result.stored)) {
             outcome = Outcome::joined;  // it is answering already: join it (join.cpp)
@@ -292,6 +296,8 @@ void claim_key(RequestCtx* ctx) noexcept
         ClaimWaiter waiter = location_waiter(*conf, on_claim, ctx, ctx->fingerprint);
         // the lease a grant of this attempt will have (used once the claim is ours)
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
+        // an original settled after this, in any worker, is looked for at once if the claim must wait
+        ctx->claim.settles_seen = live_board_settles(live_board_slot(view(ctx->claim.key)));
         ctx->claim.pending =
             ctx->claim.store->claim(view(ctx->claim.key), view(ctx->claim.record), conf->lock_ttl, waiter);
     }
@@ -429,12 +435,15 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
     wake_waiters(ctx);
 }
 
-void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept
+// A response that breaks HTTP (`said`: replayable.hpp) is the upstream's
+// fault, logged as an error; the rest are limits, a warning.
+void claim_unreplayable(RequestCtx* ctx, const char* why, MarkerWhy said) noexcept
 {
-    char marker[unreplayable_size];
-    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker);
-    ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
-                  "idempotency: the response to \"%V\" cannot be replayed: %s", &ctx->claim.key, why);
+    char marker[unreplayable_why_size];
+    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), said, marker);
+    ngx_uint_t level = said != MarkerWhy::unsaid ? NGX_LOG_ERR : NGX_LOG_WARN;
+    ngx_log_error(level, ctx->request->connection->log, 0, "idempotency: the response to \"%V\" cannot be replayed: %s",
+                  &ctx->claim.key, why);
     claim_complete(ctx, RecordBytes::borrowed({marker, size}));
 }
 

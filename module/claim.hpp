@@ -26,6 +26,7 @@ struct Claim {
     Lease* lease;           // once the claim is ours: lease_end, revoked by a renewal that finds the claim gone
     ngx_event_t renew_timer;  // extends the claim while the response is in progress
     std::uint64_t fence;    // drawn by the store when the claim was granted (fence.hpp); 0: none
+    ngx_atomic_uint_t settles_seen;  // the key's settles on the live board when the claim was sent (wait.cpp)
 };
 
 // Names the claim: its store key, from the virtual server, the caller's
@@ -53,7 +54,10 @@ void claim_stop_renewing(RequestCtx* ctx) noexcept;
 // cannot be replayed (410), or the key freed for a retry to run again.
 // Owned `record` bytes the store keeps as they are, borrowed ones it copies.
 void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept;
-void claim_unreplayable(RequestCtx* ctx, const char* why) noexcept;
+// `why` goes to the log, naming the key; a marker that says why (`said`:
+// the response breaks what can be sent again, replayable.hpp) tells the
+// retries too, and is logged as an error.
+void claim_unreplayable(RequestCtx* ctx, const char* why, MarkerWhy said = MarkerWhy::unsaid) noexcept;
 void claim_release(RequestCtx* ctx, const char* why) noexcept;
 
 }  // namespace idem

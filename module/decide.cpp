@@ -54,6 +54,7 @@ Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record&
         record = *stored;
         return Outcome::replayed;
     case RecordKind::unreplayable:
+        record = *stored;  // what the marker says
         return Outcome::unreplayable;
     }
     why = Unusable::not_a_record;  // unreachable: decode_record checked the kind

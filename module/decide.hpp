@@ -21,7 +21,8 @@ const char* unusable_reason(Unusable why) noexcept;
 
 // `value` is what the key holds: replayed (then `record` is the stored
 // response, its views into `value`), conflict (the original is in flight),
-// mismatch, unreplayable, or unavailable when it is not a record of ours;
+// mismatch, unreplayable (`record` the marker), or unavailable when it is
+// not a record of ours;
 // unverifiable when it is a response that must not be sent again (a status
 // or header no response of ours has: written to Redis by someone else). A
 // compressed response of the request's fingerprint is unverifiable with

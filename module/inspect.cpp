@@ -13,6 +13,7 @@
 #include "compression.hpp"
 #include "fingerprint.hpp"
 #include "record.hpp"
+#include "replayable.hpp"
 #include "seal.hpp"
 
 namespace idem {
@@ -387,8 +388,12 @@ std::size_t inspection_json(std::optional<std::string_view> value, const Inspect
     if (state == KeyState::unreplayable && record) {
         j.open("unreplayable");
         j.field("status").number(record->status);
-        j.field("why").string("executed, but not kept for replay: larger than idempotency_max_response_size, "
-                              "more headers than a record holds, cut off by the upstream, or no room in the store");
+        // what the marker says, when it does (replayable.hpp); else what a marker may stand for
+        const char* said = marker_reason(record->why);
+        j.field("why").string(said != nullptr ? said
+                                              : "executed, but not kept for replay: larger than "
+                                                "idempotency_max_response_size, more headers than a record holds, "
+                                                "cut off by the upstream, or no room in the store");
         j.close();
     }
     if ((state == KeyState::stored || state == KeyState::unjudged || state == KeyState::unreplayable) && facts.ttl_ms >= 0

@@ -8,11 +8,14 @@
 namespace idem {
 namespace {
 
-constexpr ngx_uint_t slots = 2048;
 constexpr std::string_view zone_name = "idempotency_live";
 
+// The two kinds apart: a streaming log bumps its slot every few
+// milliseconds, which must not set the waiters of its slot's other keys
+// looking at the store each time; nor a settle the feeds reading.
 struct Board {
-    ngx_atomic_t generation[slots];
+    ngx_atomic_t generation[live_board_slots];  // live logs
+    ngx_atomic_t settles[live_board_slots];
 };
 
 Board* board = nullptr;  // this worker's view of the zone
@@ -21,7 +24,7 @@ Board* board = nullptr;  // this worker's view of the zone
 
 ngx_int_t live_board_add(ngx_conf_t* cf) noexcept
 {
-    return add_module_zone(cf, zone_name, 8 * ngx_pagesize, sizeof(Board));
+    return add_module_zone(cf, zone_name, 16 * ngx_pagesize, sizeof(Board));
 }
 
 void live_board_attach(ngx_cycle_t* cycle) noexcept
@@ -31,7 +34,7 @@ void live_board_attach(ngx_cycle_t* cycle) noexcept
 
 ngx_uint_t live_board_slot(std::string_view key) noexcept
 {
-    return ngx_crc32_long(bytes(key), key.size()) % slots;
+    return ngx_crc32_long(bytes(key), key.size()) % live_board_slots;
 }
 
 ngx_atomic_uint_t live_board_read(ngx_uint_t slot) noexcept
@@ -43,6 +46,18 @@ void live_board_bump(ngx_uint_t slot) noexcept
 {
     if (board != nullptr) {
         ngx_atomic_fetch_add(&board->generation[slot], 1);
+    }
+}
+
+ngx_atomic_uint_t live_board_settles(ngx_uint_t slot) noexcept
+{
+    return board != nullptr ? board->settles[slot] : 0;
+}
+
+void live_board_settled(ngx_uint_t slot) noexcept
+{
+    if (board != nullptr) {
+        ngx_atomic_fetch_add(&board->settles[slot], 1);
     }
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "big_endian.hpp"
+#include "replayable.hpp"
 
 namespace idem {
 namespace {
@@ -94,38 +95,13 @@ bool read_entries(Cursor& cursor, std::uint16_t count, std::string_view& out) no
     return true;
 }
 
-// RFC 9110's tchar.
-bool is_token_char(unsigned char c) noexcept
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-           || (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
-}
-
-RecordFlaw entry_flaw(const Header& header) noexcept
-{
-    if (header.name.empty()) {
-        return RecordFlaw::header_name;
-    }
-    for (char c : header.name) {
-        if (!is_token_char(static_cast<unsigned char>(c))) {
-            return RecordFlaw::header_name;
-        }
-    }
-    for (char c : header.value) {
-        if (c == '\r' || c == '\n' || c == '\0') {
-            return RecordFlaw::header_value;
-        }
-    }
-    return RecordFlaw::none;
-}
-
 // The first flaw of the `count` entries (already walked by read_entries).
 RecordFlaw entries_flaw(std::string_view entries, std::uint16_t count) noexcept
 {
-    Cursor cursor(entries);
+    HeaderReader reader(entries, count);
     Header header;
-    for (std::uint16_t i = 0; i < count && read_header(cursor, header); ++i) {
-        RecordFlaw flaw = entry_flaw(header);
+    while (reader.next(header)) {
+        RecordFlaw flaw = header_flaw(header);
         if (flaw != RecordFlaw::none) {
             return flaw;
         }
@@ -133,13 +109,10 @@ RecordFlaw entries_flaw(std::string_view entries, std::uint16_t count) noexcept
     return RecordFlaw::none;
 }
 
-// What a replay would send, as a response: a status it can be sent with,
-// headers and trailers that are what they say.
-RecordFlaw response_flaw(const Record& record) noexcept
+// What a replay would send, as a response: replayable.hpp's rule.
+RecordFlaw stored_response_flaw(const Record& record) noexcept
 {
-    // a 1xx is no final answer: sent as one, a body after it is read by
-    // the client as the response that follows
-    if (record.status < 200 || record.status > 599) {
+    if (!replayable_status(record.status)) {
         return RecordFlaw::status;
     }
     RecordFlaw flaw = entries_flaw(record.headers, record.header_count);
@@ -234,7 +207,7 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
     if (!cursor.read(version)) {
         return std::nullopt;
     }
-    if (version > record_version_pieces || version == record_version_compressed) {
+    if (version > record_version_marker_why || version == record_version_compressed) {
         // version 3: compressed (compression.hpp), read once opened
         found = version == record_version_compressed ? RecordFlaw::compressed : RecordFlaw::newer_version;
         return std::nullopt;
@@ -247,8 +220,10 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
     record.kind = static_cast<RecordKind>(kind);
     std::memcpy(record.fingerprint.data(), fingerprint.data(), fingerprint.size());
 
-    if (version != record_version && record.kind != RecordKind::response) {
-        return std::nullopt;  // only a response has extras, or pieces
+    const bool says_why = version == record_version_marker_why;
+    if (says_why ? record.kind != RecordKind::unreplayable
+                 : version != record_version && record.kind != RecordKind::response) {
+        return std::nullopt;  // only a response has extras, or pieces; only a marker says why
     }
     bool decoded = false;
     switch (record.kind) {
@@ -261,14 +236,18 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw) no
         decoded = version == record_version_pieces ? decode_pieces(cursor, record)
                                                    : decode_response(cursor, record, version == record_version_extras);
         break;
-    case RecordKind::unreplayable:
-        decoded = cursor.read(record.status);
+    case RecordKind::unreplayable: {
+        std::uint8_t why = 0;
+        // a marker that says nothing is written as version 1: one encoding per record
+        decoded = cursor.read(record.status) && (!says_why || (cursor.read(why) && why != 0));
+        record.why = static_cast<MarkerWhy>(why);
         break;
+    }
     }
     if (!decoded || !cursor.at_end()) {
         return std::nullopt;
     }
-    found = record.kind == RecordKind::response ? response_flaw(record) : RecordFlaw::none;
+    found = record.kind == RecordKind::response ? stored_response_flaw(record) : RecordFlaw::none;
     if (found != RecordFlaw::none) {
         return std::nullopt;
     }
@@ -418,8 +397,18 @@ std::uint32_t PieceList::plain_size(std::uint32_t index) const noexcept
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
                                 char* out) noexcept
 {
-    char* end = put_prefix(out, RecordKind::unreplayable, fingerprint);
+    return encode_unreplayable(fingerprint, status, MarkerWhy::unsaid, out);
+}
+
+std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status, MarkerWhy why,
+                                char* out) noexcept
+{
+    const bool says = why != MarkerWhy::unsaid;
+    char* end = put_prefix(out, RecordKind::unreplayable, fingerprint, says ? record_version_marker_why : record_version);
     end = put_be<std::uint16_t>(end, status);
+    if (says) {
+        end = put_be<std::uint8_t>(end, static_cast<std::uint8_t>(why));
+    }
     return static_cast<std::size_t>(end - out);
 }
 

@@ -11,9 +11,12 @@
 //                 { name_len(2) name value_len(4) value } * header_count
 //                 body_len(4) body
 //                 [trailer_count(2) { name_len(2) name value_len(4) value } * trailer_count]
-//   unreplayable: status(2)
+//   unreplayable: status(2) [why(1)]
 // Version 2 adds the bracketed parts to a response; a response without
 // flags or trailers is written as version 1, which every release reads.
+// Version 5 is a marker that says why (MarkerWhy, never `unsaid`); one
+// that does not is written as version 1. A release before it reads a
+// marker of version 5 as a later release's record: 410 all the same.
 // Version 3 is a response of version 1 or 2 compressed (compression.hpp).
 // Version 4 is a response whose body is kept in pieces under keys of their
 // own (pieces.hpp), its record the list of them:
@@ -30,7 +33,7 @@
 // not be sent again as it stands (a Redis anyone can write to must not
 // split responses or smuggle headers through a replay): a status outside
 // 200-599 (a 1xx is no final answer), a header or trailer name that is not an HTTP token, a value
-// holding CR, LF or NUL.
+// holding CR, LF or NUL (replayable.hpp: the rule the capture applies too).
 #pragma once
 
 #include <cstddef>
@@ -47,6 +50,7 @@ constexpr std::uint8_t record_version = 1;           // what claims and plain re
 constexpr std::uint8_t record_version_extras = 2;    // a response with flags or trailers
 constexpr std::uint8_t record_version_compressed = 3;  // a response of version 1 or 2, compressed
 constexpr std::uint8_t record_version_pieces = 4;      // a response whose body is kept in pieces
+constexpr std::uint8_t record_version_marker_why = 5;  // an unreplayable marker that says why
 constexpr std::size_t pieces_id_size = 16;             // what names one response's pieces
 constexpr std::uint32_t max_piece_count = 4096;        // the most pieces one response is kept in
 constexpr std::uint32_t max_piece_bytes = 64 * 1024 * 1024;  // the most a piece holds (idempotency_piece_size)
@@ -68,6 +72,12 @@ constexpr std::size_t max_plain_record(std::size_t max_body) noexcept
 }
 
 enum class RecordKind : std::uint8_t { claim = 1, response = 2, unreplayable = 3 };
+
+// Why an unreplayable marker stands for the response, when it says
+// (version 5): the response could be sent once but never again
+// (replayable.hpp). Stored: a value keeps its meaning for good. A value
+// this release does not know is kept as it was read (a later release's).
+enum class MarkerWhy : std::uint8_t { unsaid = 0, bad_status = 1, bad_header_name = 2, bad_header_value = 3 };
 
 struct Header {
     std::string_view name;
@@ -114,6 +124,7 @@ struct Record {
     Digest fingerprint;
     std::string_view token;       // claim
     std::uint16_t status = 0;     // response, unreplayable
+    MarkerWhy why = MarkerWhy::unsaid;  // unreplayable: what the marker says
     std::uint8_t flags = 0;       // response: ResponseFlag bits
     std::uint16_t header_count = 0;
     std::string_view headers;     // response: the encoded header entries
@@ -203,6 +214,11 @@ std::size_t encode_pieces_record(char* out, const Digest& fingerprint, std::uint
 
 constexpr std::size_t unreplayable_size = record_prefix_size + 2;
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
+                                char* out) noexcept;
+// A marker that says why (room for unreplayable_why_size); MarkerWhy::unsaid
+// writes the plain marker.
+constexpr std::size_t unreplayable_why_size = unreplayable_size + 1;
+std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status, MarkerWhy why,
                                 char* out) noexcept;
 
 }  // namespace idem

@@ -110,6 +110,7 @@ struct RequestCtx {
     // r->pool, or into a copy in r->pool.
     Outcome outcome;
     const Record* stored;
+    MarkerWhy unreplayable_why;  // a 410's: what the marker found says (claim.cpp)
 
     // The forwarded response's status, 0 until its header reached the upper
     // filter point; capture.cpp writes it there and again as the client

@@ -4,6 +4,7 @@
 
 #include "compression.hpp"
 #include "decide.hpp"
+#include "live_board.hpp"
 
 namespace idem {
 
@@ -79,7 +80,13 @@ void ClaimWaiter::answer_found(std::string_view key, RecordBytes found, ngx_log_
         opened = RecordBytes::owned(opened.release(), value);
         bytes = &opened;
     }
-    callback(data, {outcome, outcome == Outcome::replayed ? &record : nullptr, value, bytes});
+    bool decoded = outcome == Outcome::replayed || outcome == Outcome::unreplayable;
+    callback(data, {outcome, decoded ? &record : nullptr, value, bytes});
+}
+
+void store_settled(std::string_view key) noexcept
+{
+    live_board_settled(live_board_slot(key));
 }
 
 PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,

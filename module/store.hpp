@@ -26,7 +26,7 @@ class Store;
 
 struct ClaimResult {
     Outcome outcome;
-    const Record* record;     // replayed: the stored response, decoded from `stored`
+    const Record* record;     // replayed: the stored response, decoded from `stored`; unreplayable: the marker
     std::string_view stored;  // the record found; both valid during the callback only
     // Not nullptr: the bytes `stored` views — the reply's string, the zone's
     // copy out of shared memory, or the opened copy of a sealed record —
@@ -120,6 +120,13 @@ struct PendingOp {
     std::string_view key() const noexcept { return args[0]; }
     std::string_view claim() const noexcept { return args[1]; }
 };
+
+// A backend settled a claim under `key` — stored a response or its marker,
+// released the key, or found that the claim had moved on — once the store
+// holds it (Redis answered; the zone at once), not when it was sent: the
+// requests waiting for that key in every worker of this nginx look now
+// (the live board's settles, wait.cpp), and find it.
+void store_settled(std::string_view key) noexcept;
 
 // Freed with ngx_free; nullptr when out of memory.
 PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,

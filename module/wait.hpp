@@ -8,7 +8,11 @@
 // original was released) makes one member the new original, and the others
 // wait on for it. A member whose wait runs out gets a last look (shared with
 // whoever else is due) and then 409. An original that settles in the same
-// worker wakes its group at once.
+// worker wakes its group at once; one that settles in another worker of the
+// same nginx, through the live board (live_board.hpp): the store bumps the
+// key's slot once it holds the settle, and every worker's groups look at
+// the board every millisecond. Waiters on another gateway have only their
+// looks.
 // Each member is answered through the function its request gave when it
 // began to wait (claim.cpp's): wait.* calls nothing of claim.cpp. Owns the
 // wait's part of the request context (Wait) and the groups.

@@ -98,6 +98,7 @@ sub all_record_fields {
         push @f, [$p, 1, "${prefix}token_len"];
     } elsif ($k == 3) {
         push @f, [$p, 2, "${prefix}status"];
+        push @f, [$p + 2, 1, "${prefix}marker_why"] if $v == 5;    # a marker that says why
     } elsif ($k == 4 && $v == 4) {
         push @f, [$o + 21, 4, "${prefix}piece_index"], [$o + 25, 1, "${prefix}piece_form"];
     } elsif ($k == 2 && ($v == 1 || $v == 2)) {

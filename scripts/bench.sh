@@ -63,7 +63,10 @@
 # replay's with 1, 100 and 1000 joiners, Redis commands per joiner, and the
 # workers' memory while long streams run with joiners (about 1 minute,
 # --quick; 3 otherwise). Its tables go to build/bench/live.md and the
-# live-join block of docs/performance.md.
+# live-join block of docs/performance.md. After it (also not with
+# --no-live) scripts/bench-wake.sh: how late a duplicate waiting for its
+# original is answered after the original's end, in the original's worker
+# and in the other one (build/bench/wake.md, the wake-up block).
 # --cells "plain new ..." runs only the cells named (of either set, and
 # `live` for the live-join cell).
 # Reported per cell, as the median over the rounds with the min–max beside
@@ -347,6 +350,14 @@ if [ "$live" = 1 ]; then
     [ "$keep" = 1 ] && live_args+=(--keep)
     NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-live.sh" "${live_args[@]}" \
         || { echo "$SCRIPT_NAME: scripts/bench-live.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
+    echo
+    echo "waiters woken (scripts/bench-wake.sh):"
+    wake_args=()
+    [ "$quick" = 1 ] && wake_args+=(--quick)
+    [ "$docs" = 1 ] || wake_args+=(--no-docs)
+    [ "$keep" = 1 ] && wake_args+=(--keep)
+    NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-wake.sh" "${wake_args[@]}" \
+        || { echo "$SCRIPT_NAME: scripts/bench-wake.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
 fi
 if [ "$sizing" = 1 ] && ! run_sizing; then
     echo "$SCRIPT_NAME: scripts/bench-sizing.pl failed" >&2

@@ -17,10 +17,10 @@ chdir dirname(__FILE__) . '/..' or die "$!\n";
 
 my @names = qw(core base store backend factory request);
 my %layer;
-$layer{$_} = 0 for qw(disposition upstream_control claim_token inspect key fingerprint record compression pieces big_endian record_bytes live_log sse outcome decide seal lease timing
+$layer{$_} = 0 for qw(disposition upstream_control claim_token inspect key fingerprint record replayable compression pieces big_endian record_bytes live_log sse outcome decide seal lease timing
                       redis/resp redis/reply_reader redis/retry redis/info redis/cluster
                       redis/tls_reason redis/replies redis/hiredis_api zone/zone_rules);
-$layer{$_} = 1 for qw(ngx conf conf_util log_limit owned_args metrics module_zone send);
+$layer{$_} = 1 for qw(ngx conf conf_util log_limit owned_args metrics module_zone live_board send);
 $layer{$_} = 2 for qw(store store_call);
 $layer{store_factory} = 4;
 

@@ -17,7 +17,8 @@
 #    a claim in flight, plain responses (small, many headers, trailers, a
 #    404), compressed ones (with a dictionary too), sealed ones, responses in
 #    pieces (record version 4 and its piece keys), sealed pieces, an
-#    unreplayable marker, the live log of an event stream (in flight, whole)
+#    unreplayable marker (plain, and one that says why), the live log of an
+#    event stream (in flight, whole)
 #    — and reads them back from Redis. --write-seeds DIR writes them out
 #    (fuzz/corpus/gateway/ holds a committed set); the committed set is also
 #    read in as splice material.
@@ -531,6 +532,9 @@ sub seed_all {
         new_case(name => 'pieces-noise', loc => 'pieces', path => '/pieces/noise?kind=noise&size=307200'),
         new_case(name => 'sealed-pieces', loc => 'spieces', path => '/spieces/noise?kind=noise&size=150000'),
         new_case(name => 'unreplayable', loc => 'small', path => '/small/over?size=8000', expect_status => 410),
+        # a header name that is not a token: the marker that says why (record version 5)
+        new_case(name => 'unreplayable-why', loc => 'small', path => '/small/why?raw_header=X%28Y%29:v',
+                 expect_status => 410),
     );
     seed_response($_) for @plain;
     $_->{expect}{status} = $_->{expect_status} for grep { $_->{expect_status} } @plain;

@@ -17,7 +17,9 @@
 # children; then it logs "execution N METHOD PATH?QUERY body=LEN" to stdout.
 #
 # Query parameters shape the response (all optional):
-#   status=NNN     response status, 200..599 (default 201)
+#   status=NNN     response status, 100..999 (default 201): outside 200..599
+#                  (a 1xx, 600 or more) no final answer, which nginx's proxy
+#                  passes on as it is
 #   sleep=SECS     delay before responding (float; counted before the delay)
 #   size=N         body of exactly N bytes of the pattern a-zA-Z0-9\n repeated
 #                  (text/plain) instead of the JSON body
@@ -31,6 +33,9 @@
 #   header=N:V     extra response header (may repeat; a Content-Type given
 #                  this way replaces the default one; an event stream, sse=N,
 #                  keeps its own)
+#   raw_header=N:V the same, its name any visible ASCII but ':' (one that is
+#                  not an HTTP token, such as X(Y), which nginx's proxy passes
+#                  on), its value without CR, LF or NUL
 #   echo=NAME      the request's header NAME sent back as "X-Echo-NAME: value"
 #                  (may repeat; "-" when the request had none)
 #   trickle=SECS   send the body in up to 4 pieces, SECS apart (with gate=NAME:
@@ -311,7 +316,7 @@ sub parse_params {
         my ($k, $v) = map { uri_unescape($_) } split /=/, $pair, 2;
         $v //= '';
         if ($k eq 'status') {
-            die "bad request: status\n" unless $v =~ /^\d{3}$/ && $v >= 200 && $v <= 599;
+            die "bad request: status\n" unless $v =~ /^\d{3}$/ && $v >= 100;
             $p{status} = $v;
         } elsif ($k eq 'sleep' || $k eq 'trickle') {
             die "bad request: $k\n" unless $v =~ /^\d+(?:\.\d+)?$|^\.\d+$/;
@@ -344,9 +349,10 @@ sub parse_params {
             die "bad request: echo\n" unless $v =~ /^[A-Za-z0-9-]{1,64}$/;
             die "bad request: too many headers\n" if @{ $p{echo} } >= MAX_HEADERS;
             push @{ $p{echo} }, $v;
-        } elsif ($k eq 'header') {
-            my ($name, $value) = $v =~ /^([!#\$%&'*+.^_`|~0-9A-Za-z-]+):\s*([^\r\n]*)$/
-                or die "bad request: header\n";
+        } elsif ($k eq 'header' || $k eq 'raw_header') {
+            my $name_re = $k eq 'header' ? qr/[!#\$%&'*+.^_`|~0-9A-Za-z-]+/ : qr/[\x21-\x39\x3b-\x7e]+/;
+            my ($name, $value) = $v =~ /^($name_re):\s*([^\r\n\0]*)$/
+                or die "bad request: $k\n";
             die "bad request: too many headers\n" if @{ $p{headers} } >= MAX_HEADERS;
             push @{ $p{headers} }, [$name, $value];
         }

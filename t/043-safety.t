@@ -255,7 +255,7 @@ location / {
 === TEST 11: a record of a later release's layout (a version above this one's) is never replayed nor executed again: 410, logged
 --- init
 my $later = main::crafted_response('POST', '/rec/later', 'x', 200, [], "body");
-substr($later, 3, 1) = "\x05";
+substr($later, 3, 1) = "\x06";
 IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('rec-later'), $later . "\x28\xb5\x2f\xfd-pieces?", 'PX', 600_000);
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;

@@ -305,6 +305,9 @@ void ScriptCalls::count_abandoned(const ScriptCall* call) noexcept
 
 void ScriptCalls::finish(ScriptCall* call) noexcept
 {
+    if (owed(call->role)) {
+        store_settled(key_of(call));  // landed, refused or given up: its waiters look now
+    }
     if (call->retry_timer.timer_set) {
         ngx_del_timer(&call->retry_timer);
     }

@@ -91,6 +91,7 @@ public:
             break;
         }
         unlock(Section::store);
+        store_settled(key);  // done under the lock: the waiters of every worker find it now
 
         if (outcome == Stored::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
@@ -117,6 +118,7 @@ public:
             remove(n);
         }
         unlock(Section::release);
+        store_settled(key);
         if (f == Fence::refused) {
             ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                           "idempotency: could not release the key: the claim had expired or was taken over");

@@ -296,8 +296,8 @@ sub stored_kind {
     my ($rkey, $at) = @_;
     my $value = defined $at ? redis_command_at($at, 'GET', $rkey) : redis_command('GET', $rkey);
     return undef unless defined $value;
-    # versions 1 and 2 (plain), 3 (compressed), 4 (in pieces): module/record.hpp
-    return 'foreign' unless length($value) >= 5 && $value =~ /\AIDM[\x01-\x04]/;
+    # versions 1 and 2 (plain), 3 (compressed), 4 (in pieces), 5 (a marker that says why): module/record.hpp
+    return 'foreign' unless length($value) >= 5 && $value =~ /\AIDM[\x01-\x05]/;
     my $kind = ord(substr($value, 4, 1));
     return { 1 => 'claim', 2 => 'response', 3 => 'unreplayable' }->{$kind} || 'foreign';
 }

@@ -177,6 +177,24 @@ TEST(Decide, UnreplayableWithOurFingerprint)
     EXPECT_EQ(decide_resp(bulk(unreplayable(ours))), Outcome::unreplayable);
 }
 
+// A marker that says why hands the request what it says (its 410 tells it).
+TEST(Decide, UnreplayableMarkerSaysWhy)
+{
+    std::string said(idem::unreplayable_why_size, '\0');
+    said.resize(idem::encode_unreplayable(ours, 101, idem::MarkerWhy::bad_status, said.data()));
+    Record record{};
+    idem::Unusable why = idem::Unusable::no;
+    EXPECT_EQ(idem::decide_stored(said, ours, record, why), Outcome::unreplayable);
+    EXPECT_EQ(why, idem::Unusable::no);
+    EXPECT_EQ(record.kind, idem::RecordKind::unreplayable);
+    EXPECT_EQ(record.why, idem::MarkerWhy::bad_status);
+    EXPECT_EQ(record.status, 101);
+    EXPECT_EQ(idem::decide_stored(said, theirs, record, why), Outcome::mismatch);
+    record = Record{};
+    EXPECT_EQ(idem::decide_stored(unreplayable(ours), ours, record, why), Outcome::unreplayable);
+    EXPECT_EQ(record.why, idem::MarkerWhy::unsaid);
+}
+
 TEST(Decide, StoredResponseIsReplayedWithRecordFilled)
 {
     ParsedReply reply(bulk(response(ours)));
@@ -251,10 +269,10 @@ TEST(Decide, AResponseThatMustNotBeSentAgainIsUnverifiable)
 TEST(Decide, ARecordOfALaterReleaseIsUnverifiable)
 {
     // (version 3 is a compressed record: test_compression.cpp; version 4
-    // one kept in pieces: test_pieces.cpp)
-    for (std::string value : {response(ours), std::string("IDM\x05"), std::string("IDM\x09\x01garbage")}) {
+    // one kept in pieces: test_pieces.cpp; version 5 a marker that says why)
+    for (std::string value : {response(ours), std::string("IDM\x06"), std::string("IDM\x09\x01garbage")}) {
         if (value.size() > 4) {
-            value[3] = value[3] == '\x01' ? '\x05' : value[3];
+            value[3] = value[3] == '\x01' ? '\x06' : value[3];
         }
         Record record{};
         idem::Unusable why = idem::Unusable::no;

@@ -99,6 +99,28 @@ TEST(Inspect, AStoredResponse)
     EXPECT_EQ(json.find("Set-Cookie"), std::string::npos) << "no header in " << json;
 }
 
+// An unreplayable marker: what it says when it says why (a response that
+// breaks HTTP, known at capture), else what such a marker may stand for.
+TEST(Inspect, AnUnreplayableMarkerAndWhy)
+{
+    std::string plain(idem::unreplayable_size, '\0');
+    idem::encode_unreplayable(fingerprint_of(1), 201, plain.data());
+    std::string json = json_of(plain, facts());
+    EXPECT_NE(json.find("\"state\":\"unreplayable\""), std::string::npos) << json;
+    EXPECT_NE(json.find("\"unreplayable\":{\"status\":201,\"why\":\"executed, but not kept for replay: larger than"),
+              std::string::npos) << json;
+    std::string said(idem::unreplayable_why_size, '\0');
+    said.resize(idem::encode_unreplayable(fingerprint_of(1), 600, idem::MarkerWhy::bad_status, said.data()));
+    EXPECT_EQ(idem::key_state(said), KeyState::unreplayable);
+    json = json_of(said, facts());
+    EXPECT_NE(json.find("\"unreplayable\":{\"status\":600,\"why\":\"its status is outside 200-599 (a 1xx is no "
+                        "final answer)\"}"),
+              std::string::npos) << json;
+    said[said.size() - 1] = 99;  // a later release's reason: what any marker may stand for
+    json = json_of(said, facts());
+    EXPECT_NE(json.find("\"why\":\"executed, but not kept for replay"), std::string::npos) << json;
+}
+
 // The fingerprint is an unsalted SHA-256 of method, URI and body: shown
 // raw, a small body could be guessed from it. It is shown keyed with a
 // secret of the deployment: two keys compare, nothing can be looked up.

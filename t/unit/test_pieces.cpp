@@ -146,13 +146,17 @@ TEST(PiecesRecord, RefusedWhenItDoesNotAddUp)
     EXPECT_FALSE(idem::decode_record(claim));
 }
 
-TEST(PiecesRecord, VersionFiveIsALaterRelease)
+TEST(PiecesRecord, VersionSixIsALaterRelease)
 {
     std::string later = encode(List(1, 1024, 10), {});
-    later[3] = '\x05';
+    later[3] = '\x06';
     idem::RecordFlaw flaw;
     EXPECT_FALSE(idem::decode_record(later, &flaw));
     EXPECT_EQ(flaw, idem::RecordFlaw::newer_version);
+    // version 5 is a marker that says why, which a response is not
+    later[3] = '\x05';
+    EXPECT_FALSE(idem::decode_record(later, &flaw));
+    EXPECT_EQ(flaw, idem::RecordFlaw::damaged);
 }
 
 TEST(Piece, CaptureLimit)

@@ -249,6 +249,64 @@ TEST(RecordRoundTrip, Unreplayable)
     expect_trailing_refused(bytes);
 }
 
+std::string marker_saying(const Digest& fp, std::uint16_t status, idem::MarkerWhy why)
+{
+    std::string out(idem::unreplayable_why_size, '?');
+    out.resize(idem::encode_unreplayable(fp, status, why, out.data()));
+    return out;
+}
+
+TEST(RecordLayout, MarkerThatSaysWhyBytes)
+{
+    std::string expected = prefix('\x03', '\x00');
+    expected[3] = '\x05';
+    EXPECT_EQ(marker_saying(Digest{}, 0x0258, idem::MarkerWhy::bad_header_name), expected + "\x02\x58\x02");
+    EXPECT_EQ(idem::unreplayable_why_size, 40u);
+    // one that says nothing is the plain marker, version 1
+    EXPECT_EQ(marker_saying(Digest{}, 0x1234, idem::MarkerWhy::unsaid), unreplayable(Digest{}, 0x1234));
+}
+
+TEST(RecordRoundTrip, MarkerThatSaysWhy)
+{
+    const Digest fp = digest_of(0x90);
+    for (auto why : {idem::MarkerWhy::bad_status, idem::MarkerWhy::bad_header_name, idem::MarkerWhy::bad_header_value,
+                     static_cast<idem::MarkerWhy>(200)}) {  // a later release's reason: kept as it was
+        const std::string bytes = marker_saying(fp, 600, why);
+        const std::optional<Record> record = idem::decode_record(bytes);
+        ASSERT_TRUE(record.has_value());
+        EXPECT_EQ(record->kind, RecordKind::unreplayable);
+        EXPECT_EQ(record->fingerprint, fp);
+        EXPECT_EQ(record->status, 600);
+        EXPECT_EQ(record->why, why);
+        expect_every_truncation_refused(bytes);
+        expect_trailing_refused(bytes);
+    }
+    // a plain marker says nothing
+    EXPECT_EQ(idem::decode_record(unreplayable(fp, 200))->why, idem::MarkerWhy::unsaid);
+}
+
+TEST(RecordDecode, RefusesMarkerOfVersion5ThatSaysNothingAndOtherKindsOfIt)
+{
+    const std::string good = marker_saying(Digest{}, 200, idem::MarkerWhy::bad_status);
+    std::string bytes = good;
+    bytes[37 + 2] = '\0';  // unsaid is written as version 1: one encoding per record
+    idem::RecordFlaw flaw = idem::RecordFlaw::none;
+    EXPECT_FALSE(idem::decode_record(bytes, &flaw).has_value());
+    EXPECT_EQ(flaw, idem::RecordFlaw::damaged);
+    // only a marker says why: a claim or a response of version 5 is damaged
+    for (char kind : {'\x01', '\x02'}) {
+        bytes = good;
+        bytes[4] = kind;
+        flaw = idem::RecordFlaw::none;
+        EXPECT_FALSE(idem::decode_record(bytes, &flaw).has_value());
+        EXPECT_EQ(flaw, idem::RecordFlaw::damaged);
+    }
+    // nor does a plain marker carry a reason
+    bytes = good;
+    bytes[3] = '\x01';
+    expect_refused(bytes, "a reason after a plain marker");
+}
+
 TEST(RecordDecode, RefusesWrongMagicVersionOrKind)
 {
     const std::string good = unreplayable(Digest{}, 200);
@@ -260,20 +318,21 @@ TEST(RecordDecode, RefusesWrongMagicVersionOrKind)
     bytes = good;
     bytes[2] = 'X';
     expect_refused(bytes, "magic");
-    for (char version : {'\x00', '\x03', '\x04', '\x05', '\xff'}) {
+    for (char version : {'\x00', '\x03', '\x04', '\x05', '\x06', '\xff'}) {
         bytes = good;
         bytes[3] = version;
         expect_refused(bytes, "version");
         // a version above this release's is a later release's record (never
         // executed again for); version 3 is compressed, opened before it is
         // decoded (compression.hpp); version 4 lists pieces, in a layout of
-        // its own (test_pieces.cpp), which this unreplayable marker is not;
-        // version 0 has our magic: a record of ours, damaged
+        // its own (test_pieces.cpp), and version 5 is a marker that says
+        // why, neither of which this plain marker is; version 0 has our
+        // magic: a record of ours, damaged
         idem::RecordFlaw flaw = idem::RecordFlaw::none;
         idem::decode_record(bytes, &flaw);
-        EXPECT_EQ(flaw, version == '\x00' || version == '\x04' ? idem::RecordFlaw::damaged
-                        : version == '\x03'                    ? idem::RecordFlaw::compressed
-                                                               : idem::RecordFlaw::newer_version);
+        EXPECT_EQ(flaw, version == '\x00' || version == '\x04' || version == '\x05' ? idem::RecordFlaw::damaged
+                        : version == '\x03'                                       ? idem::RecordFlaw::compressed
+                                                                                  : idem::RecordFlaw::newer_version);
     }
     for (char kind : {'\x00', '\x04', '\xff'}) {
         bytes = good;
