@@ -5,9 +5,9 @@
 // needs of the request (the store key, the keys' base), so that it can
 // follow the answers after the request is gone, and the bytes of the piece
 // at the store until it has landed, so that it can send them again: after
-// a failure for now (LiveStatus::lost) with the backoff and within the
-// window of a record's retries (redis/retry.hpp), the request renewing its
-// claim meanwhile. A piece sent again finds itself there when the first
+// a failure for now (LiveStatus::lost), with the backoff of a record's
+// retries (redis/retry.hpp), for up to idempotency_lock_ttl, the request
+// renewing its claim meanwhile. A piece sent again finds itself there when the first
 // attempt landed and only its answer was lost: its name is this
 // request's alone (the claim token's id), so that is its own.
 
@@ -139,7 +139,9 @@ bool again_later(PieceWriter* w, const char* why)
 {
     std::uint64_t wait = 0;
     bool first = w->retry.failures == 0;
-    std::uint64_t window = redis::retry_window_ms(w->lock_ttl_ms, true);
+    // the claim's life: the request renews it meanwhile, and once the store
+    // has been out of reach that long the claim may be gone
+    std::uint64_t window = w->lock_ttl_ms;
     if (!w->retry.next(ngx_current_msec, window, redis::retry_max_delay_ms, wait)) {
         ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
                       "idempotency: gave up writing piece %uD of the response to \"%V\" after %uD attempts in %M ms "

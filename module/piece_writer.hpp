@@ -2,7 +2,8 @@
 // record (pieces.hpp) to the store while the capture fills them, one at a
 // time: a piece goes once the store has answered the one before, and a
 // piece the store did not answer (a lost connection, a transient error) is
-// sent again, as a record is (docs/design.md#large-responses-in-pieces).
+// sent again, as a record is, for up to idempotency_lock_ttl
+// (docs/design.md#large-responses-in-pieces).
 // The record that lists them goes after the last one has landed; told what
 // became of it, the writer keeps the pieces (their expiry pushed out) or
 // deletes them. The writer outlives its request: the record's outcome, and
