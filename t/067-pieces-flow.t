@@ -52,6 +52,12 @@ sub post_slowly {
                                    headers => [['Idempotency-Key', $key]], body => 'x', close => 1 }, 60);
 }
 
+# nginx runs under ASan (scripts/asan-suite.sh) or valgrind
+# (scripts/valgrind-suite.sh): its memory is not the module's alone.
+sub sanitized {
+    return ($ENV{TEST_NGINX_BINARY} // '') =~ m{/(?:asan|valgrind)-nginx\.sh$};
+}
+
 sub peak_kb {
     my ($pid) = @_;
     open my $fh, '<', "/proc/$pid/status" or die "worker $pid: $!\n";
@@ -90,8 +96,12 @@ sub throttled {
     kept_whole("$tag 64 MB", "/t$tag/1?kind=noise&size=" . (64 * $MB), "t$tag-1", 64 * $MB);
     my $grew = (peak_kb($worker) - $before) / 1024;
     Idem::FaultProxy::fault_proxy_rate($PROXY, 0);
-    Test::More::cmp_ok($grew, '<', $RSS_BOUND, sprintf '%s: the worker\'s peak grew by %.1f MB (%.1f s)', $tag, $grew,
-                       time - $t0);
+    my $what = sprintf '%s: the worker\'s peak grew by %.1f MB (%.1f s)', $tag, $grew, time - $t0;
+    if (sanitized()) {
+        Test::More::note("$what; not held to $RSS_BOUND MB under a sanitizer, which keeps freed memory a while");
+    } else {
+        Test::More::cmp_ok($grew, '<', $RSS_BOUND, $what);
+    }
 }
 
 # The original's pieces meet Redis failing ($mode, once, on the reply to
