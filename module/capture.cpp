@@ -11,10 +11,11 @@
 //     gets it (after SSI and the subrequests it includes, addition,
 //     sub_filter, charset), its headers as capture_headers.cpp reads them.
 // When no filter in between takes the body in hand, the body is recorded at
-// the upper point instead, as it comes. The bytes go into the record buffer
-// in place, read from a temporary file where nginx parked them. When the
-// client goes away first the response is still captured (client_gone.cpp):
-// the body filter swallows what would have been sent.
+// the upper point instead, as it comes; capture_body.cpp records it there,
+// into the record buffer in place, and paces a response kept in pieces to
+// the store. When the client goes away first the response is still
+// captured (client_gone.cpp): the body filter swallows what would have
+// been sent.
 // Owns the capture's part of the request context (capture.hpp's Capture)
 // and the response's status; moves the request from granted to forwarded
 // (and the claim, through claim.cpp, to settled).
