@@ -183,9 +183,9 @@ void on_piece(void* data, LiveStatus status, std::string_view)
                       "idempotency: attempt %uD to write piece %uD of the response to \"%V\" succeeded",
                       w->retry.failures + 1, w->written - 1, &w->key);
     }
-    if (!landed) {
-        if (status == LiveStatus::lost && w->state == WriterState::capturing
-            && again_later(w, "no answer, or not now")) {
+    // (a response no longer captured is not kept: its pieces go anyway)
+    if (!landed && w->state == WriterState::capturing) {
+        if (status == LiveStatus::lost && again_later(w, "no answer, or not now")) {
             return;
         }
         failed_for_good(w, status);
