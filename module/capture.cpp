@@ -11,10 +11,11 @@
 //     gets it (after SSI and the subrequests it includes, addition,
 //     sub_filter, charset), its headers as capture_headers.cpp reads them.
 // When no filter in between takes the body in hand, the body is recorded at
-// the upper point instead, as it comes. The bytes go into the record buffer
-// in place, read from a temporary file where nginx parked them. When the
-// client goes away first the response is still captured (client_gone.cpp):
-// the body filter swallows what would have been sent.
+// the upper point instead, as it comes; capture_body.cpp records it there,
+// into the record buffer in place, and paces a response kept in pieces to
+// the store. When the client goes away first the response is still
+// captured (client_gone.cpp): the body filter swallows what would have
+// been sent.
 // Owns the capture's part of the request context (capture.hpp's Capture)
 // and the response's status; moves the request from granted to forwarded
 // (and the claim, through claim.cpp, to settled).
@@ -30,6 +31,7 @@
 #include <utility>
 
 #include "claim.hpp"
+#include "capture_body.hpp"
 #include "capture_headers.hpp"
 #include "client_gone.hpp"
 #include "disposition.hpp"
@@ -51,8 +53,6 @@ ngx_http_output_body_filter_pt next_body_filter;
 ngx_http_output_header_filter_pt upper_next_header_filter;
 ngx_http_output_body_filter_pt upper_next_body_filter;
 
-constexpr size_t initial_body_capacity = 16 * 1024;
-
 // The record is built in memory of its own (not r->pool), so that the
 // store can take it over instead of copying it. Pieces already written
 // are deleted.
@@ -65,13 +65,23 @@ void free_record(RequestCtx* ctx)
     }
 }
 
-// The live response ends (how): its followers are told.
+}  // namespace
+
 void end_feed(RequestCtx* ctx, LiveEnd how)
 {
     if (ctx->capture.feed != nullptr) {
         feed_end(std::exchange(ctx->capture.feed, nullptr), how);
     }
 }
+
+void lose(RequestCtx* ctx, const char* why)
+{
+    ctx->capture.oversize = true;
+    ctx->capture.lost_why = why;
+    free_record(ctx);
+}
+
+namespace {
 
 // The capture is over: the claim was settled (or is about to be).
 void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
@@ -80,148 +90,12 @@ void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
     end_feed(ctx, LiveEnd::aborted);
 }
 
-// The response can no longer be kept: it ends as unreplayable (`why`).
-void lose(RequestCtx* ctx, const char* why)
-{
-    ctx->capture.oversize = true;
-    ctx->capture.lost_why = why;
-    free_record(ctx);
-}
-
-// The most body bytes the record buffer holds: the whole body, or, for a
-// response that may be kept in pieces, one piece's.
-size_t buffer_limit(const RequestCtx* ctx)
-{
-    return capture_limit(ctx->conf->max_response_size, ctx->conf->piece_size);
-}
-
-// Room in the record buffer for `need` bytes after the head, at most
-// `most` (need <= most).
-bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need, size_t most)
-{
-    size_t capacity = ngx_max(ctx->capture.capacity, initial_body_capacity);
-    while (capacity < need) {
-        capacity *= 2;
-    }
-    capacity = ngx_min(capacity, most);
-    auto* grown = static_cast<char*>(ngx_alloc(ctx->capture.head_size + capacity, r->connection->log));
-    if (grown == nullptr) {
-        return false;
-    }
-    std::memcpy(grown + ctx->capture.head_size, ctx->capture.record + ctx->capture.head_size,
-                ctx->capture.body_size - ctx->capture.flushed);
-    ngx_free(ctx->capture.record);
-    ctx->capture.record = grown;
-    ctx->capture.capacity = capacity;
-    return true;
-}
-
-// The body bytes the buffer holds go to the store as the next piece
-// (piece_writer.hpp); the first piece begins the pieces, and ends the live
-// feed: duplicates follow a response live up to one piece.
-bool flush_piece(RequestCtx* ctx)
-{
-    Capture& c = ctx->capture;
-    if (c.pieces == nullptr) {
-        c.pieces = pieces_begin(ctx);
-        if (c.pieces == nullptr) {
-            return false;
-        }
-        end_feed(ctx, LiveEnd::cut);
-    }
-    if (!pieces_put(c.pieces, {c.record + c.head_size, c.body_size - c.flushed})) {
-        return false;
-    }
-    c.flushed = c.body_size;
-    return true;
-}
-
-// Room for up to `want` more body bytes at the end of the record buffer:
-// where they go, and in `got` how many fit; nullptr when the response can
-// no longer be kept (over idempotency_max_response_size, out of memory, a
-// piece the store refused: the same outcome).
-char* reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t want, size_t& got)
-{
-    Capture& c = ctx->capture;
-    if (c.oversize) {
-        return nullptr;
-    }
-    if (c.body_size + want > ctx->conf->max_response_size) {
-        lose(ctx, nullptr);
-        return nullptr;
-    }
-    size_t held = c.body_size - c.flushed;
-    size_t limit = buffer_limit(ctx);
-    if (held == limit && limit < ctx->conf->max_response_size) {
-        if (!flush_piece(ctx)) {
-            lose(ctx, "a piece of it could not be stored");
-            return nullptr;
-        }
-        held = 0;
-    }
-    want = ngx_min(want, limit - held);
-    if (held + want > c.capacity && !grow(r, ctx, held + want, limit)) {
-        lose(ctx, "out of memory");
-        return nullptr;
-    }
-    got = want;
-    return c.record + c.head_size + held;
-}
-
-// Room for a record's tail (its trailers) after the body; nullptr when the
-// response can no longer be kept.
-char* reserve_tail(ngx_http_request_t* r, RequestCtx* ctx, size_t tail)
-{
-    Capture& c = ctx->capture;
-    size_t need = c.body_size + tail;
-    if (c.oversize || need > ctx->conf->max_response_size) {
-        lose(ctx, nullptr);
-        return nullptr;
-    }
-    if (need > c.capacity && !grow(r, ctx, need, need)) {
-        lose(ctx, "out of memory");
-        return nullptr;
-    }
-    return c.record + c.head_size + c.body_size;
-}
-
-// Appends what a buffer holds, in memory or in a file: the upstream's
-// response parked in a temporary file, or a static file.
-void append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
-{
-    off_t size = ngx_buf_size(b);
-    for (off_t done = 0; done < size;) {
-        size_t got = 0;
-        char* to = reserve(r, ctx, static_cast<size_t>(size - done), got);
-        if (to == nullptr) {
-            end_feed(ctx, LiveEnd::cut);
-            return;
-        }
-        if (ngx_buf_in_memory(b)) {
-            std::memcpy(to, b->pos + done, got);
-        } else if (ngx_read_file(b->file, reinterpret_cast<u_char*>(to), got, b->file_pos + done)
-                   != static_cast<ssize_t>(got)) {
-            lose(ctx, "its body could not be read back from a temporary file");
-            end_feed(ctx, LiveEnd::aborted);
-            return;
-        }
-        ctx->capture.body_size += got;
-        if (ctx->capture.feed != nullptr) {
-            feed_body(ctx->capture.feed, {to, got});
-        }
-        done += static_cast<off_t>(got);
-    }
-}
-
-// A response kept in pieces: its last piece, then its record, sent after
-// it (piece_writer.hpp).
+// A response kept in pieces, every piece landed (pieces_landed): its
+// record, which lists them; the writer is told what became of it, and
+// deletes them when it did not land (piece_writer.hpp).
 void finish_pieces(RequestCtx* ctx, const Header* headers, size_t count, const ResponseExtras& extras)
 {
     Capture& c = ctx->capture;
-    if (c.body_size > c.flushed) {
-        pieces_put(c.pieces, {c.record + c.head_size, c.body_size - c.flushed});
-        c.flushed = c.body_size;
-    }
     if (pieces_failed(c.pieces)) {
         claim_unreplayable(ctx, "a piece of it could not be stored");
         return;  // the pieces go with stop_capture
@@ -237,18 +111,22 @@ void finish_pieces(RequestCtx* ctx, const Header* headers, size_t count, const R
         claim_unreplayable(ctx, size == 0 ? "its headers do not fit a record" : "out of memory");
         return;
     }
-    claim_complete(ctx, RecordBytes::owned(record, {record, size}));
+    claim_complete(ctx, RecordBytes::owned(record, {record, size}), pieces_record_notice(c.pieces));
     pieces_done(std::exchange(c.pieces, nullptr), true);
 }
 
-// The last byte has passed: store the record (or the marker of a response
-// that cannot be kept). The head was given room for a record with extras;
-// it is written right before the body, whatever its size.
-void finish(ngx_http_request_t* r, RequestCtx* ctx)
+}  // namespace
+
+// The head was given room for a record with extras; it is written right
+// before the body, whatever its size.
+bool finish(ngx_http_request_t* r, RequestCtx* ctx)
 {
+    if (holds_claim(ctx) && ctx->capture.pieces != nullptr && !pieces_landed(ctx)) {
+        return false;
+    }
     end_feed(ctx, LiveEnd::complete);
     if (!holds_claim(ctx)) {
-        return;
+        return true;
     }
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "idempotency: captured the response to \"%V\": status %ui, %ui headers, %uz body bytes",
@@ -286,7 +164,10 @@ void finish(ngx_http_request_t* r, RequestCtx* ctx)
         }
     }
     stop_capture(r, ctx);
+    return true;
 }
+
+namespace {
 
 // Whether the response about to go out is kept for replay; if not, the key
 // is released or marked unreplayable, as disposition.hpp rules.
@@ -397,48 +278,13 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     return rc;
 }
 
-// Records `in` and passes it to `next` — or swallows it once the client is
-// gone. At whichever point the body is recorded (Capture::point).
-ngx_int_t record_body(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* in, ngx_http_output_body_filter_pt next)
-{
-    if (capturing(ctx)) {
-        guard_client_timeout(ctx);
-    }
-
-    bool last = false;
-    for (ngx_chain_t* cl = in; cl; cl = cl->next) {
-        ngx_buf_t* b = cl->buf;
-        if (capturing(ctx)) {
-            append(r, ctx, b);
-        }
-        if (b->last_buf) {
-            last = true;
-        }
-    }
-    if (last && capturing(ctx)) {
-        finish(r, ctx);
-    }
-
-    if (client_left(ctx)) {
-        consume(in);
-        return NGX_OK;
-    }
-    ngx_int_t rc = next(r, in);
-    if (rc == NGX_ERROR && r->connection->error && capturing(ctx)) {
-        consume(in);
-        detach(r, ctx);
-        return NGX_OK;
-    }
-    return rc;
-}
-
 RequestCtx* recording_ctx(ngx_http_request_t* r)
 {
     if (r != r->main) {
         return nullptr;
     }
     auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
-    if (ctx == nullptr || !following(ctx) || ctx->response_status == 0) {
+    if (ctx == nullptr || !passes_capture(ctx) || ctx->response_status == 0) {
         return nullptr;
     }
     return ctx;
@@ -526,6 +372,11 @@ ngx_int_t upper_body_filter(ngx_http_request_t* r, ngx_chain_t* in)
 
 }  // namespace
 
+ngx_http_output_body_filter_pt next_body_filter_at(CapturePoint point) noexcept
+{
+    return point == CapturePoint::upper ? upper_next_body_filter : next_body_filter;
+}
+
 void capture_begin(RequestCtx* ctx) noexcept
 {
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
@@ -552,6 +403,7 @@ std::string_view captured_body(const RequestCtx* ctx) noexcept
 // otherwise free it for the retry.
 void capture_settle(RequestCtx* ctx) noexcept
 {
+    release_hold(ctx);
     end_feed(ctx, LiveEnd::aborted);  // the response never completed
     free_record(ctx);
     claim_stop_renewing(ctx);

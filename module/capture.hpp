@@ -1,6 +1,6 @@
 // capture.hpp — the filters that record a claimed request's response
-// (capture.cpp), and the capture's part of the request context, private to
-// capture.cpp and capture_headers.cpp.
+// (capture.cpp, capture_body.cpp), and the capture's part of the request
+// context, private to capture*.cpp.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,13 @@ struct PieceWriter;
 // when no filter in between changes it, else at the lower.
 enum class CapturePoint : std::uint8_t { undecided, upper, lower };
 
+// Whether the capture holds the body back (capture_body.cpp).
+enum class Pace : std::uint8_t {
+    flowing,  // the body passes as it comes
+    holding,  // a piece is at the store and the next one is full, or the last pieces are not answered yet: what
+              // comes is held, the request blocked, until the store answers
+};
+
 // The capture's part of the request context, private to capture*.cpp. The
 // response record is built in place: its head is written at the end, the
 // body bytes go after it as they pass.
@@ -34,6 +41,10 @@ struct Capture {
     size_t capacity;                // for the body
     PieceWriter* pieces;            // a response larger than idempotency_piece_size: its pieces (piece_writer.hpp)
     size_t flushed;                 // body bytes handed to the pieces; the record buffer holds the rest
+    Pace pace;
+    ngx_chain_t* held;              // the body held back, oldest first: links of r->pool to the senders' buffers
+    off_t held_taken;               // bytes of the first held buffer recorded already
+    ngx_event_t resume;             // posted when the store answered a piece the capture waits for
     Feed* feed;                     // the response published live (feed.hpp), until it ends
     std::uint64_t ttl_ms;           // how long the upstream asked it be kept (ttl=); 0: idempotency_ttl
     void (*upstream_finalize)(ngx_http_request_t* r, ngx_int_t rc);  // the upstream module's, behind ours

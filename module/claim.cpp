@@ -398,7 +398,7 @@ RecordBytes compressed(RecordBytes record, const Dictionaries& dictionaries, ngx
 // from the pool's cleanup, when nginx has already let go of r->pool. The
 // store takes over the bytes it is handed when they are owned (the sealed
 // copy, or the capture's buffer) rather than copying them.
-void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
+void claim_complete(RequestCtx* ctx, RecordBytes record, StoreNotice notice) noexcept
 {
     ngx_array_t* keys = ctx->conf->seal_keys;
     ngx_log_t* log = ctx->request->connection->log;
@@ -418,6 +418,8 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
             ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->claim.key);
             value = RecordBytes::borrowed(
                 {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)});
+            notice.tell(StoreOutcome::not_stored);
+            notice = {};
         }
     }
     size_t size = value.view().size();
@@ -428,7 +430,7 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
                    "idempotency: storing %uz bytes under \"%V\" for %uL ms, %s", size, &ctx->claim.key,
                    ttl, within_lease ? "within the claim's lease so far" : "fenced");
     ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), ttl, ctx->conf->lock_ttl,
-                         within_lease ? ctx->claim.lease : nullptr);
+                         within_lease ? ctx->claim.lease : nullptr, notice);
     count(Counter::stored_responses);
     count(Counter::stored_bytes, size);
     settled(ctx);

@@ -53,7 +53,9 @@ void claim_stop_renewing(RequestCtx* ctx) noexcept;
 // with idempotency_encrypt_key), the marker of an executed response that
 // cannot be replayed (410), or the key freed for a retry to run again.
 // Owned `record` bytes the store keeps as they are, borrowed ones it copies.
-void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept;
+// `notice` is told what became of the record (not_stored at once when it
+// could not be sealed, and the marker went in its place).
+void claim_complete(RequestCtx* ctx, RecordBytes record, StoreNotice notice = {}) noexcept;
 // `why` goes to the log, naming the key; a marker that says why (`said`:
 // the response breaks what can be sent again, replayable.hpp) tells the
 // retries too, and is logged as an error.

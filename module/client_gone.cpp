@@ -11,6 +11,7 @@
 
 #include "client_gone.hpp"
 
+#include "capture_body.hpp"
 #include "request_ctx.hpp"
 
 namespace idem {
@@ -124,7 +125,9 @@ void detach(ngx_http_request_t* r, RequestCtx* ctx)
     enter(ctx, RequestState::client_gone);
     consume(r->out);
     r->out = nullptr;
-    r->connection->buffered = 0;
+    // what the filters below held is dropped; what the capture holds back
+    // it still records (capture_body.cpp)
+    r->connection->buffered &= capture_buffered;
     r->buffered = 0;
     r->keepalive = 0;  // what the client holds is a cut response
 }

@@ -432,6 +432,7 @@ void on_read(void* data, LiveStatus status, std::string_view bytes)
         }
         break;
     case LiveStatus::failed:
+    case LiveStatus::lost:
         if (ngx_current_msec - f->progress > f->conf->lock_ttl) {
             cut_off(f, "could not be read for idempotency_lock_ttl");
         } else if (read_fail_log.admit()) {

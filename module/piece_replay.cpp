@@ -166,7 +166,7 @@ void on_piece(void* data, LiveStatus status, std::string_view value)
     p->call.answered();
     ngx_http_request_t* r = p->r;
     if (status != LiveStatus::done || value.empty()) {
-        cut(p, status == LiveStatus::failed ? "the store could not read it" : "it is gone");
+        cut(p, status == LiveStatus::done || status == LiveStatus::gone ? "it is gone" : "the store could not read it");
         return;
     }
     const char* why = nullptr;

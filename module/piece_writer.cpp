@@ -3,7 +3,13 @@
 // Redis), compressed when that pays (idempotency_compress), sealed bound
 // to its key (idempotency_encrypt_key). The writer keeps copies of what it
 // needs of the request (the store key, the keys' base), so that it can
-// follow the pieces' answers after the request is gone.
+// follow the answers after the request is gone, and the bytes of the piece
+// at the store until it has landed, so that it can send them again: after
+// a failure for now (LiveStatus::lost), with the backoff of a record's
+// retries (redis/retry.hpp), for up to idempotency_lock_ttl, the request
+// renewing its claim meanwhile. A piece sent again finds itself there when the first
+// attempt landed and only its answer was lost: its name is this
+// request's alone (the claim token's id), so that is its own.
 
 #include "piece_writer.hpp"
 
@@ -14,6 +20,7 @@
 #include "compression.hpp"
 #include "log_limit.hpp"
 #include "pieces.hpp"
+#include "redis/retry.hpp"
 #include "request_ctx.hpp"
 #include "seal.hpp"
 
@@ -23,18 +30,41 @@ namespace idem {
 // not expire before it does, however long the response took.
 constexpr std::uint64_t piece_ttl_margin_ms = 60 * 60 * 1000;
 
+// Where the writer is in its life.
+enum class WriterState : std::uint8_t {
+    capturing,  // the capture puts pieces
+    dropping,   // let go, the response not kept: the pieces go once the store has answered them
+    keeping,    // let go with the record sent: the pieces stay or go by what became of it
+};
+
+// The piece at the store (one at most).
+enum class PieceAt : std::uint8_t {
+    none,     // the next may go
+    written,  // sent, its answer awaited
+    again,    // failed for now: sent again when the retry timer fires
+};
+
 struct PieceWriter {
     Store* store;
     const SecretKey* seal_key;  // nullptr: not sealed
     bool compress;
     bool failed;       // a piece did not land, or could not be written
-    bool done;         // pieces_done: the capture let go
-    bool kept;         // ... with the record stored
-    std::uint32_t written;
-    std::uint32_t pending;   // pieces the store has not answered yet
+    WriterState state;
+    PieceAt at;
+    bool record_told;      // the record's outcome is known (keeping)
+    StoreOutcome record;   // ... and what it is
+    std::uint32_t written;   // pieces given an index, the one at the store included
     std::uint32_t max_count;
     std::uint32_t piece_size;
     std::uint64_t piece_ttl_ms;  // the record's life and a margin
+    std::uint64_t lock_ttl_ms;   // the claim's: how long a piece is tried again
+    void (*answered)(void* data);  // the capture's, until pieces_done
+    void* answered_data;
+    redis::Retry retry;      // the attempts of the piece at the store, after its first failure
+    ngx_event_t retry_timer;
+    char* value;             // the piece at the store, kept to be sent again
+    std::size_t value_size;
+    std::size_t value_room;
     char id[pieces_id_size];
     char* sizes;             // max_count big-endian 32-bit stored sizes
     ngx_str_t key;           // the store key
@@ -44,9 +74,14 @@ struct PieceWriter {
 namespace {
 
 LogLimiter refused_log;
+LogLimiter again_log;
 
 void free_writer(PieceWriter* w)
 {
+    if (w->retry_timer.timer_set) {
+        ngx_del_timer(&w->retry_timer);
+    }
+    ngx_free(w->value);
     w->~PieceWriter();
     ngx_free(w);
 }
@@ -57,51 +92,133 @@ std::string_view piece_key(const PieceWriter* w, std::uint32_t index, char* out)
     return {out, write_piece_key(view(w->base), index, out)};
 }
 
-void delete_pieces(PieceWriter* w)
-{
-    char key[max_piece_key_size];
-    for (std::uint32_t i = 0; i < w->written; i++) {
-        w->store->live_expire(piece_key(w, i, key), 0);
-    }
-}
-
-// Every piece answered and the capture done: the writer goes, and the
-// pieces with it unless they are kept whole.
+// Every piece answered and the capture done: the writer goes, the pieces
+// kept (their expiry pushed out: the record landed, and they outlive it)
+// or deleted (the response not kept, or its record did not land); when
+// the store cannot say what became of the record, they are left to expire.
 void settle(PieceWriter* w)
 {
-    if (w->pending != 0 || !w->done) {
+    if (w->state == WriterState::capturing || w->at != PieceAt::none
+        || (w->state == WriterState::keeping && !w->record_told)) {
         return;
     }
-    if (w->kept && w->failed) {
-        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
-                      "idempotency: a piece of the response to \"%V\" was not stored: its retries get 410", &w->key);
+    bool keep = w->state == WriterState::keeping && w->record == StoreOutcome::stored;
+    bool drop = w->state == WriterState::dropping || w->record == StoreOutcome::not_stored;
+    if (w->state == WriterState::keeping && drop) {
+        ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
+                      "idempotency: the record of the response to \"%V\" was not stored: its %uD pieces are deleted",
+                      &w->key, w->written);
     }
-    if (!w->kept || w->failed) {
-        delete_pieces(w);
-    } else {
-        // the record has landed by now: its pieces outlive it from here
+    if (keep || drop) {
         char key[max_piece_key_size];
         for (std::uint32_t i = 0; i < w->written; i++) {
-            w->store->live_expire(piece_key(w, i, key), w->piece_ttl_ms);
+            w->store->live_expire(piece_key(w, i, key), keep ? w->piece_ttl_ms : 0);
         }
     }
     free_writer(w);
 }
 
+// The piece at the store is answered (landed, or failed for good): the
+// capture is told, or, once it let go, the writer settles.
+void piece_answered(PieceWriter* w)
+{
+    w->at = PieceAt::none;
+    w->retry = {};
+    if (w->state == WriterState::capturing) {
+        w->answered(w->answered_data);
+        return;
+    }
+    settle(w);
+}
+
+void send(PieceWriter* w);
+
+// The piece at the store failed for now (`why`): true when it is sent
+// again after the backoff, false when its window is over.
+bool again_later(PieceWriter* w, const char* why)
+{
+    std::uint64_t wait = 0;
+    bool first = w->retry.failures == 0;
+    // the claim's life: the request renews it meanwhile, and once the store
+    // has been out of reach that long the claim may be gone
+    std::uint64_t window = w->lock_ttl_ms;
+    if (!w->retry.next(ngx_current_msec, window, redis::retry_max_delay_ms, wait)) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      "idempotency: gave up writing piece %uD of the response to \"%V\" after %uD attempts in %M ms "
+                      "(%s): the response is not kept, its retries get 410",
+                      w->written - 1, &w->key, w->retry.failures,
+                      static_cast<ngx_msec_t>(ngx_current_msec - w->retry.started), why);
+        return false;
+    }
+    if (first && again_log.admit()) {
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "idempotency: cannot write piece %uD of the response to \"%V\" now (%s); trying again for up "
+                      "to %M ms, the response held back meanwhile (%ui since the last line)",
+                      w->written - 1, &w->key, why, static_cast<ngx_msec_t>(window), again_log.take());
+    }
+    w->at = PieceAt::again;
+    ngx_add_timer(&w->retry_timer, static_cast<ngx_msec_t>(wait));
+    return true;
+}
+
+void failed_for_good(PieceWriter* w, LiveStatus status)
+{
+    if (!w->failed && refused_log.admit()) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      "idempotency: the store did not keep a piece of the response to \"%V\" (%s; %ui since the "
+                      "last line)",
+                      &w->key, status == LiveStatus::gone ? "a piece of that name was there" : "refused",
+                      refused_log.take());
+    }
+    w->failed = true;
+}
+
 void on_piece(void* data, LiveStatus status, std::string_view)
 {
     auto* w = static_cast<PieceWriter*>(data);
-    w->pending--;
-    if (status != LiveStatus::done) {
-        if (!w->failed && refused_log.admit()) {
-            ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
-                          "idempotency: the store did not keep a piece of the response to \"%V\" (%s; %ui since the "
-                          "last line)",
-                          &w->key, status == LiveStatus::gone ? "a piece of that name was there" : "refused",
-                          refused_log.take());
-        }
-        w->failed = true;
+    // sent again, it finds itself there when an earlier attempt landed
+    bool landed = status == LiveStatus::done || (status == LiveStatus::gone && w->retry.failures > 0);
+    if (landed && w->retry.failures > 0) {
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "idempotency: attempt %uD to write piece %uD of the response to \"%V\" succeeded",
+                      w->retry.failures + 1, w->written - 1, &w->key);
     }
+    // (a response no longer captured is not kept: its pieces go anyway)
+    if (!landed && w->state == WriterState::capturing) {
+        if (status == LiveStatus::lost && again_later(w, "no answer, or not now")) {
+            return;
+        }
+        failed_for_good(w, status);
+    }
+    piece_answered(w);
+}
+
+void on_retry_timer(ngx_event_t* ev)
+{
+    send(static_cast<PieceWriter*>(ev->data));
+}
+
+// The piece at the store (the last one given an index) goes, or goes again.
+void send(PieceWriter* w)
+{
+    char key[max_piece_key_size];
+    std::string_view name = piece_key(w, w->written - 1, key);
+    w->at = PieceAt::written;
+    if (w->store->live_append(name, 0, {w->value, w->value_size}, w->piece_ttl_ms, on_piece, w) != nullptr) {
+        return;
+    }
+    if (again_later(w, "the store cannot be reached")) {
+        return;
+    }
+    failed_for_good(w, LiveStatus::failed);
+    piece_answered(w);
+}
+
+void on_record(void* data, StoreOutcome outcome)
+{
+    auto* w = static_cast<PieceWriter*>(data);
+    w->record_told = true;
+    w->record = outcome;
     settle(w);
 }
 
@@ -115,7 +232,7 @@ void copy(ngx_str_t& to, std::string_view from, char*& room)
 
 }  // namespace
 
-PieceWriter* pieces_begin(RequestCtx* ctx) noexcept
+PieceWriter* pieces_begin(RequestCtx* ctx, void (*answered)(void* data), void* data) noexcept
 {
     ngx_log_t* log = ctx->request->connection->log;
     std::optional<Record> claim = decode_record(view(ctx->claim.record));
@@ -132,6 +249,13 @@ PieceWriter* pieces_begin(RequestCtx* ctx) noexcept
         return nullptr;
     }
     new (w) PieceWriter{};
+    // the piece at the store: its head, its body bytes or their zstd frame, a seal
+    w->value_room = piece_head_size + ngx_max(RecordCompressor::frame_bound(piece_size), piece_size) + seal_overhead;
+    w->value = static_cast<char*>(ngx_alloc(w->value_room, log));
+    if (w->value == nullptr) {
+        free_writer(w);
+        return nullptr;
+    }
     char* room = reinterpret_cast<char*>(w + 1);
     copy(w->key, key, room);
     std::memcpy(w->id, claim->token.data(), pieces_id_size);
@@ -147,24 +271,38 @@ PieceWriter* pieces_begin(RequestCtx* ctx) noexcept
     w->piece_size = static_cast<std::uint32_t>(piece_size);
     std::uint64_t ttl = ctx->capture.ttl_ms != 0 ? ctx->capture.ttl_ms : ctx->conf->ttl;
     w->piece_ttl_ms = ttl + piece_ttl_margin_ms;
+    w->lock_ttl_ms = ctx->conf->lock_ttl;
+    w->answered = answered;
+    w->answered_data = data;
+    // the capture waits for it (its request held back): it keeps an exiting worker alive
+    set_event(w->retry_timer, on_retry_timer, w, ngx_cycle->log);
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: the response to \"%V\" is kept in pieces of %uz bytes",
                    &ctx->claim.key, piece_size);
     return w;
 }
 
+bool pieces_busy(const PieceWriter* w) noexcept
+{
+    return w->at != PieceAt::none;
+}
+
 bool pieces_put(PieceWriter* w, std::string_view body) noexcept
 {
-    if (w->failed || w->written == w->max_count) {
+    if (w->failed || w->written == w->max_count || w->at != PieceAt::none || body.size() > w->piece_size) {
         w->failed = true;
         return false;
     }
     std::uint32_t index = w->written;
-    // the piece: its head, then the body bytes or their zstd frame
+    // the piece: its head, then the body bytes or their zstd frame; sealed,
+    // it is made apart first
     std::size_t bound = piece_head_size + (w->compress ? RecordCompressor::frame_bound(body.size()) : body.size());
-    auto* plain = static_cast<char*>(ngx_alloc(ngx_max(bound, piece_head_size + body.size()), ngx_cycle->log));
-    if (plain == nullptr) {
-        w->failed = true;
-        return false;
+    char* plain = w->value;
+    if (w->seal_key != nullptr) {
+        plain = static_cast<char*>(ngx_alloc(ngx_max(bound, piece_head_size + body.size()), ngx_cycle->log));
+        if (plain == nullptr) {
+            w->failed = true;
+            return false;
+        }
     }
     std::size_t packed = w->compress ? worker_compressor().compress_frame(body, plain + piece_head_size,
                                                                          bound - piece_head_size)
@@ -174,30 +312,20 @@ bool pieces_put(PieceWriter* w, std::string_view body) noexcept
     if (!zstd) {
         std::memcpy(plain + piece_head_size, body.data(), body.size());
     }
-    std::string_view value{plain, piece_head_size + (zstd ? packed : body.size())};
-    char key[max_piece_key_size];
-    std::string_view name = piece_key(w, index, key);
-    char* sealed = nullptr;
+    w->value_size = piece_head_size + (zstd ? packed : body.size());
     if (w->seal_key != nullptr) {
-        sealed = static_cast<char*>(ngx_alloc(value.size() + seal_overhead, ngx_cycle->log));
-        if (sealed == nullptr || !seal(*w->seal_key, name, value, sealed)) {
-            ngx_free(sealed);
-            ngx_free(plain);
+        char key[max_piece_key_size];
+        bool sealed = seal(*w->seal_key, piece_key(w, index, key), {plain, w->value_size}, w->value);
+        ngx_free(plain);
+        if (!sealed) {
             w->failed = true;
             return false;
         }
-        value = {sealed, value.size() + seal_overhead};
+        w->value_size += seal_overhead;
     }
-    put_be<std::uint32_t>(w->sizes + 4 * index, static_cast<std::uint32_t>(value.size()));
-    LiveOp* op = w->store->live_append(name, 0, value, w->piece_ttl_ms, on_piece, w);
-    ngx_free(sealed);
-    ngx_free(plain);
-    if (op == nullptr) {
-        w->failed = true;
-        return false;
-    }
+    put_be<std::uint32_t>(w->sizes + 4 * index, static_cast<std::uint32_t>(w->value_size));
     w->written++;
-    w->pending++;
+    send(w);
     return !w->failed;
 }
 
@@ -217,10 +345,20 @@ bool pieces_failed(const PieceWriter* w) noexcept
     return w->failed;
 }
 
+StoreNotice pieces_record_notice(PieceWriter* w) noexcept
+{
+    return StoreNotice{on_record, w};
+}
+
 void pieces_done(PieceWriter* w, bool keep) noexcept
 {
-    w->done = true;
-    w->kept = keep;
+    w->answered = nullptr;
+    w->state = keep ? WriterState::keeping : WriterState::dropping;
+    if (!keep && w->at == PieceAt::again) {
+        // not sent again: it may have landed, and goes with the others
+        ngx_del_timer(&w->retry_timer);
+        w->at = PieceAt::none;
+    }
     settle(w);
 }
 

@@ -44,8 +44,11 @@ using ClaimCallback = void (*)(void* data, const ClaimResult& result);
 // A live log's operation answered (docs/design.md#live-join): `done` with
 // the bytes read (a read; valid during the callback only), or the append
 // made; `gone` when the log does not exist (a read) or does not end where
-// the append was to go (an append); `failed` when the store cannot say.
-enum class LiveStatus : std::uint8_t { done, gone, failed };
+// the append was to go (an append); `failed` when the store cannot say;
+// `lost` when it cannot say for now — no answer came (a lost connection)
+// or the store answered "not now" (a transient error) —, so that the same
+// operation sent again may land (a piece's write is, piece_writer.hpp).
+enum class LiveStatus : std::uint8_t { done, gone, failed, lost };
 using LiveCallback = void (*)(void* data, LiveStatus status, std::string_view bytes);
 
 // A live log's operation in flight; the callback is not run once it is
@@ -128,6 +131,27 @@ struct PendingOp {
 // (the live board's settles, wait.cpp), and find it.
 void store_settled(std::string_view key) noexcept;
 
+// What became of a record handed to Store::complete, for whoever asked
+// (StoreNotice): `stored` once it landed; `not_stored` when it did not and
+// will not (the claim was lost: the fenced write found another value; the
+// store gave up on it, or kept the marker instead); `unknown` when the
+// store cannot say (a reply it could not read, the worker exiting).
+enum class StoreOutcome : std::uint8_t { unknown, stored, not_stored };
+
+// Told once what became of a record (nothing when `callback` is nullptr):
+// at once, or when the store's last attempt at it is answered.
+struct StoreNotice {
+    void (*callback)(void* data, StoreOutcome outcome) = nullptr;
+    void* data = nullptr;
+
+    void tell(StoreOutcome outcome) const noexcept
+    {
+        if (callback != nullptr) {
+            callback(data, outcome);
+        }
+    }
+};
+
 // Freed with ngx_free; nullptr when out of memory.
 PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
                        const ClaimWaiter& waiter, ngx_log_t* log) noexcept;
@@ -161,8 +185,11 @@ public:
     // `lease`: the claim's lease (lease.hpp; nullptr: none), judged when the
     // store leaves: while it holds, a store may skip the fence. `record`:
     // bytes it owns the store keeps as they are, borrowed ones it copies.
+    // `notice` is told what became of the record (the writer of its pieces
+    // deletes them when it did not land, piece_writer.hpp).
     virtual void complete(std::string_view key, std::string_view claim, RecordBytes record,
-                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease) noexcept = 0;
+                          std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease,
+                          StoreNotice notice = {}) noexcept = 0;
     virtual void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms = 0) noexcept = 0;
     // Extends a claim still held by `claim` to lock_ttl_ms from now; one
     // that is gone revokes `lease` (nullptr: none).

@@ -3,7 +3,11 @@
 # (docs/design.md#large-responses-in-pieces) costs: for bodies of 1, 8, 20
 # and 64 MB (incompressible: the worst case), the time of the original
 # and of a replay through the gateway, the worker's peak resident memory
-# (VmHWM) after each, and Redis's memory for the response. Prints a table
+# (VmHWM) after each, and Redis's memory for the response; then the 64 MB
+# original again through a gateway whose Redis is throttled to 10 MB/s (a
+# proxy in front of it, t/lib/Idem/FaultProxy.pm): its time and what it
+# adds to that worker's peak memory, after a first large response warmed
+# up what a capture keeps for good. Prints the tables
 # (docs/performance.md#large-responses).
 #
 #   scripts/bench-pieces.pl [--out FILE]
@@ -28,6 +32,7 @@ use IO::Socket::INET;
 use Time::HiRes qw(time);
 
 use Bodies ();
+use Idem::FaultProxy ();
 use Idem::Nginx ();
 use Idem::Proc ();
 use Idem::Redis ();
@@ -36,7 +41,7 @@ use Idem::Wait ();
 my $out;
 GetOptions('out=s' => \$out) or die "usage: $0 [--out FILE]\n";
 
-use constant { MB => 1024 * 1024, REPLAYS => 3, PIECE_BODY => 1024 * 1024 - 128 };
+use constant { MB => 1024 * 1024, REPLAYS => 3, PIECE_BODY => 1024 * 1024 - 128, THROTTLE => 10 * 1024 * 1024 };
 my @SIZES = (2, 8, 20, 64);
 
 my $dir = Idem::Proc::init(prefix => 'idempotency-bench-pieces');
@@ -53,22 +58,27 @@ for my $mb (@SIZES) {
 chmod 0755, "$dir/static";
 chmod 0644, glob "$dir/static/*";
 
-my $gw = Idem::Nginx::nginx_start('pieces', workers => 1, ports => 1,
-    http => sub { "access_log off;\ndefault_type application/octet-stream;\n"
-          . "upstream backend { server 127.0.0.1:$_[0]{ports}[0]; keepalive 8; }\n"
-          . "server { listen 127.0.0.1:$_[0]{ports}[0]; location /static/ { root $dir; } }\n"
-          . "idempotency_redis 127.0.0.1:$redis_port;\n" },
-    server => join "\n", 'server_name localhost;', 'proxy_http_version 1.1;', 'proxy_set_header Connection "";',
-        'location /p/ { idempotency on; idempotency_scope ""; idempotency_max_response_size 64m;',
-        '    idempotency_piece_size 1m; proxy_method GET;',
-        '    proxy_pass http://backend/static/; }');
+# A gateway of one worker whose Redis is at $port.
+sub gateway {
+    my ($name, $port) = @_;
+    return Idem::Nginx::nginx_start($name, workers => 1, ports => 1,
+        http => sub { "access_log off;\ndefault_type application/octet-stream;\n"
+              . "upstream backend { server 127.0.0.1:$_[0]{ports}[0]; keepalive 8; }\n"
+              . "server { listen 127.0.0.1:$_[0]{ports}[0]; location /static/ { root $dir; } }\n"
+              . "idempotency_redis 127.0.0.1:$port;\n" },
+        server => join "\n", 'server_name localhost;', 'proxy_http_version 1.1;', 'proxy_set_header Connection "";',
+            'location /p/ { idempotency on; idempotency_scope ""; idempotency_max_response_size 64m;',
+            '    idempotency_piece_size 1m; proxy_method GET;',
+            '    proxy_pass http://backend/static/; }');
+}
+my $gw = gateway('pieces', $redis_port);
 my ($worker) = Idem::Nginx::workers_of($gw->{pid});
 
 # One POST; the body's length and the seconds it took.
 sub post {
-    my ($path, $key) = @_;
+    my ($path, $key, $to) = @_;
     my $t0 = time;
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $gw->{port}, Timeout => 60)
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => ($to // $gw)->{port}, Timeout => 60)
         or die "connect: $!\n";
     print {$s} "POST $path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n"
              . "Content-Length: 1\r\n\r\nx";
@@ -81,7 +91,9 @@ sub post {
 }
 
 sub hwm_kb {
-    open my $fh, '<', "/proc/$worker/status" or die "worker $worker: $!\n";
+    my ($pid) = @_;
+    $pid //= $worker;
+    open my $fh, '<', "/proc/$pid/status" or die "worker $pid: $!\n";
     while (<$fh>) { return $1 if /^VmHWM:\s+(\d+)/ }
     return 0;
 }
@@ -115,6 +127,23 @@ for my $mb (@SIZES) {
 my $hwm_replay = hwm_kb();
 Idem::Nginx::nginx_stop($gw);
 
+# Redis throttled: the 64 MB original through a gateway of its own, after
+# a first 8 MB one warmed it up.
+my $px = Idem::FaultProxy::fault_proxy_start($redis_port);
+my $slow = gateway('pieces-throttled', $px->{port});
+my ($slow_worker) = Idem::Nginx::workers_of($slow->{pid});
+my ($warm_len) = post('/p/8', 'throttled-8', $slow);
+die "throttled warm-up: $warm_len bytes\n" unless $warm_len > 8 * MB;
+Idem::FaultProxy::fault_proxy_rate($px, THROTTLE);
+my $throttled_before = hwm_kb($slow_worker);
+my ($slow_len, $slow_secs) = post("/p/$SIZES[-1]", "throttled-$SIZES[-1]", $slow);
+die "throttled $SIZES[-1] MB: $slow_len bytes\n" unless $slow_len > $SIZES[-1] * MB;
+my $throttled_after = hwm_kb($slow_worker);
+Idem::FaultProxy::fault_proxy_rate($px, 0);
+my ($replay_len) = post("/p/$SIZES[-1]", "throttled-$SIZES[-1]", $slow);
+die "throttled $SIZES[-1] MB replay: $replay_len bytes\n" unless $replay_len > $SIZES[-1] * MB;
+Idem::Nginx::nginx_stop($slow);
+
 my $report = "One worker, `idempotency_max_response_size 64m` and `idempotency_piece_size 1m`, incompressible bodies; Redis 7.0 on loopback.\n\n";
 $report .= "| body | original, s | worker VmHWM after it, MB | replay (median of " . REPLAYS . "), s | replay MB/s | Redis bytes held | ÷ body |\n";
 $report .= "|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -126,6 +155,11 @@ for my $mb (@SIZES) {
 $report .= sprintf "\nWorker peak resident memory (VmHWM): %.1f MB at start, %.1f MB after the originals, %.1f MB "
                  . "after the replays (the largest response: %d MB).\n", $hwm0 / 1024, $hwm_new / 1024,
                  $hwm_replay / 1024, $SIZES[-1];
+$report .= sprintf "\nRedis throttled to %d MB/s (a proxy in front of it): the %d MB original took %.1f s (%.1f MB/s), "
+                 . "and the worker's peak resident memory went from %.1f MB to %.1f MB (+%.1f MB) — the capture "
+                 . "holds one piece at the store and the one it fills; the replay afterwards was whole.\n",
+                 THROTTLE / MB, $SIZES[-1], $slow_secs, $SIZES[-1] / $slow_secs, $throttled_before / 1024,
+                 $throttled_after / 1024, ($throttled_after - $throttled_before) / 1024;
 if ($out) {
     open my $fh, '>', $out or die "$out: $!\n";
     print {$fh} $report;

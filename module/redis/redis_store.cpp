@@ -9,6 +9,7 @@
 
 #include "pieces.hpp"
 #include "replies.hpp"
+#include "retry.hpp"
 #include "router.hpp"
 #include "script_calls.hpp"
 
@@ -111,9 +112,9 @@ public:
     // commands instead of a script. Any attempt after the first, and one
     // that leaves past the lease, is the fenced script.
     void complete(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
-                  std::uint64_t lock_ttl_ms, Lease* lease) noexcept override
+                  std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept override
     {
-        calls_.store(key, claim, std::move(record), ttl_ms, lock_ttl_or_longest(lock_ttl_ms), lease);
+        calls_.store(key, claim, std::move(record), ttl_ms, lock_ttl_or_longest(lock_ttl_ms), lease, notice);
         Connection::send_queued();  // before the response's end goes on to the client
     }
 
@@ -302,6 +303,8 @@ private:
                     ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused a live log's %s: %s",
                                   &self->server_.name, op->append ? "append" : "read", reply->str);
                 }
+                // no answer, or "not now": sent again, it may land
+                status = !reply || is_transient_error({reply->str, reply->len}) ? LiveStatus::lost : LiveStatus::failed;
             } else if (op->look) {
                 status = read_look(op, reply, bytes) ? LiveStatus::done : LiveStatus::failed;
             } else if (op->append) {

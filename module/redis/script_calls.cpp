@@ -63,9 +63,10 @@ void ScriptCalls::call(Script& script, Role role, const std::string_view* args, 
 }
 
 void ScriptCalls::store(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
-                        std::uint64_t lock_ttl_ms, Lease* lease) noexcept
+                        std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept
 {
     if (closing_) {
+        notice.tell(StoreOutcome::unknown);
         return;  // worker exit: nothing new is sent
     }
     char ttl[NGX_INT64_LEN];
@@ -76,6 +77,11 @@ void ScriptCalls::store(std::string_view key, std::string_view claim, RecordByte
         args[store_record_arg] = record.view();
     }
     auto* call = new_with_args<ScriptCall>(args, 4, log_);
+    if (call == nullptr) {
+        notice.tell(StoreOutcome::not_stored);
+    } else {
+        call->notice = notice;
+    }
     if (call != nullptr && keep) {
         call->args.arg[store_record_arg] = record.view().data();
         call->args.len[store_record_arg] = record.view().size();
@@ -279,6 +285,7 @@ void ScriptCalls::give_up(ScriptCall* call) noexcept
                       "never a second execution", key.size(), key.data());
     }
     count_abandoned(call);
+    call->outcome = StoreOutcome::not_stored;
     finish(call);
 }
 
@@ -316,13 +323,18 @@ void ScriptCalls::finish(ScriptCall* call) noexcept
         call->next->prev = call->prev;
     }
     drop_lease(call->lease);
+    StoreNotice notice = call->notice;
+    StoreOutcome outcome = call->outcome;
     delete_with_args(call);  // and the record it kept
+    notice.tell(outcome);
 }
 
 void ScriptCalls::leased_stored(ScriptCall* store, const redisReply* reply) noexcept
 {
     std::string_view key = key_of(store);
     LeasedStoreReply r = read_leased_store_reply(reply, store->args[1], store->args[2]);
+    store->outcome = r.what == LeasedStore::gone || r.what == LeasedStore::not_ours ? StoreOutcome::not_stored
+                     : r.what == LeasedStore::unusable ? StoreOutcome::unknown : StoreOutcome::stored;  // ours stays
     switch (r.what) {
     case LeasedStore::stored:
         break;
@@ -392,6 +404,9 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
         self->leased_stored(call, reply);
         return;
     }
+    if (reply->type == REDIS_REPLY_INTEGER) {  // a fenced store: 1 stored (or stored already), 0 another value there
+        call->outcome = reply->integer == 1 ? StoreOutcome::stored : StoreOutcome::not_stored;
+    }
     if (reply->type == REDIS_REPLY_ERROR) {
         std::string_view error{reply->str, reply->len};
         if (error.substr(0, 8) == "NOSCRIPT" && !call->with_body) {
@@ -407,6 +422,7 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
             ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V refused to %s for \"%*s\": %*s",
                           &self->server_.name, script.purpose, key.size(), key.data(), error.size(), error.data());
         }
+        call->outcome = StoreOutcome::not_stored;
     } else if (call->role == Role::restore) {
         // The leased store overwrote another request's stored response
         // (or marker); the log says what became of it, as for any store

@@ -16,6 +16,7 @@
 #include "../lease.hpp"
 #include "../owned_args.hpp"
 #include "../record_bytes.hpp"
+#include "../store.hpp"
 #include "resp.hpp"
 #include "retry.hpp"
 #include "router.hpp"
@@ -63,6 +64,8 @@ struct ScriptCall {
     bool kept;       // a store refused for memory: its claim is kept for idempotency_ttl
     Lease* lease;    // a store's or a renewal's claim lease (held), nullptr: none
     RecordBytes record;  // a store's record when it was handed over: args[store_record_arg] views it
+    StoreNotice notice;    // a store's: told its outcome when the call finishes
+    StoreOutcome outcome;  // ... as the last answer left it (unknown until one came)
     OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV (copies, but for a record handed over)
 };
 
@@ -96,9 +99,9 @@ public:
     // Stores a response's `record` under `key` for ttl_ms, fenced by
     // `claim`: record bytes it owns the call keeps (freed when it is done),
     // borrowed ones it copies. Its first attempt goes unfenced if it leaves
-    // while `lease` holds.
+    // while `lease` holds. `notice` is told what became of it.
     void store(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
-               std::uint64_t lock_ttl_ms, Lease* lease) noexcept;
+               std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice = {}) noexcept;
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
                Lease* lease = nullptr) noexcept;
 

@@ -68,12 +68,14 @@ public:
     // Under the mutex the fence costs nothing: no lease needed.
     // The record is copied into the zone (and freed here when it was handed over).
     void complete(std::string_view key, std::string_view claim, RecordBytes record,
-                  std::uint64_t ttl_ms, std::uint64_t, Lease*) noexcept override
+                  std::uint64_t ttl_ms, std::uint64_t, Lease*, StoreNotice notice) noexcept override
     {
-        store(key, claim, record.view(), ttl_ms);
+        Stored outcome = store(key, claim, record.view(), ttl_ms);
+        notice.tell(outcome == Stored::stored || outcome == Stored::done ? StoreOutcome::stored
+                                                                         : StoreOutcome::not_stored);
     }
 
-    void store(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms) noexcept
+    Stored store(std::string_view key, std::string_view claim, std::string_view record, std::uint64_t ttl_ms) noexcept
     {
         ngx_rbtree_key_t hash = hash_of(key);
         lock(Section::store);
@@ -106,6 +108,7 @@ public:
                               full_store_log.take());
             }
         }
+        return outcome;
     }
 
     void release(std::string_view key, std::string_view claim, std::uint64_t) noexcept override

@@ -26,11 +26,20 @@
 #                          cut    half of it forwarded, then both sides
 #                                 closed: the client sees the connection
 #                                 close mid-reply.
+#                        With drop and cut, an ARG other than 0 is how many
+#                        replies meet the fault, after which the mode is
+#                        pass again.
 #   fault_proxy_mode($px, $mode, [$arg], [$match])
 #                        switches the mode (answered once in force); with
 #                        $match (a string without spaces), only the replies
 #                        to commands whose first 512 bytes hold it meet the
 #                        mode, the others pass
+#   fault_proxy_rate($px, $bytes_per_second)
+#                        Redis throttled: the commands of every connection
+#                        together are taken from the client no faster than
+#                        that (0: as fast as they come), so that what the
+#                        client sends waits in its socket and in its own
+#                        buffers; replies are not held back
 #   fault_proxy_stats($px)
 #                        { connections, commands, replies, forwarded,
 #                        dropped, stalled, late, cut, faults } so far
@@ -115,7 +124,8 @@ sub fault_proxy_loop {
     my ($listen, $ctl, $target) = @_;
     my $nonblock = sub { my $fl = fcntl($_[0], F_GETFL, 0); fcntl($_[0], F_SETFL, $fl | O_NONBLOCK) };
     $nonblock->($listen);
-    my ($mode, $hold, $match) = ('pass', 0, undef);
+    my ($mode, $hold, $match, $left) = ('pass', 0, undef, 0);
+    my ($rate, $tokens, $refilled) = (0, 0, time);    # bytes per second from the clients, and what may come now
     my %st = map { $_ => 0 } qw(connections commands replies forwarded dropped stalled late cut);
     my @pairs;
     my $ctl_buf = '';
@@ -134,8 +144,16 @@ sub fault_proxy_loop {
         vec($rin, fileno $listen, 1) = 1;
         vec($rin, fileno $ctl, 1) = 1;
         my $timeout = 0.05;
+        # throttled: 64 KB at a time, once the rate allows it
+        if ($rate) {
+            $tokens += ($now - $refilled) * $rate;
+            $tokens = 65536 if $tokens > 65536;
+            $refilled = $now;
+            $timeout = (65536 - $tokens) / $rate if $tokens < 65536 && (65536 - $tokens) / $rate < $timeout;
+        }
+        my $take = !$rate || $tokens >= 65536 ? 65536 : 0;
         for my $pr (@pairs) {
-            vec($rin, fileno $pr->{c}, 1) = 1;
+            vec($rin, fileno $pr->{c}, 1) = 1 if $take > 0;
             vec($rin, fileno $pr->{s}, 1) = 1 unless $pr->{cutting};
             vec($win, fileno $pr->{c}, 1) = 1 if length $pr->{down};
             vec($win, fileno $pr->{s}, 1) = 1 if length $pr->{up};
@@ -155,6 +173,10 @@ sub fault_proxy_loop {
                 my ($cmd, @arg) = split ' ', $1;
                 if (($cmd // '') eq 'mode') {
                     ($mode, $hold, $match) = ($arg[0], ($arg[1] // 0) / 1000, $arg[2]);
+                    $left = $mode eq 'cut' || $mode eq 'drop' ? $arg[1] // 0 : 0;
+                    syswrite($ctl, "ok\n");
+                } elsif (($cmd // '') eq 'rate') {
+                    ($rate, $tokens, $refilled) = ($arg[0] // 0, 0, time);
                     syswrite($ctl, "ok\n");
                 } elsif (($cmd // '') eq 'stats') {
                     syswrite($ctl, join(' ', 'stats', map { "$_=$st{$_}" } sort keys %st) . "\n");
@@ -173,10 +195,14 @@ sub fault_proxy_loop {
         }
         for my $pr (@pairs) {
             next if $pr->{closed};
-            if (vec($rout, fileno $pr->{c}, 1)) {     # nginx -> Redis: always passed on
-                my $got = sysread($pr->{c}, my $buf, 65536);
+            if ($take > 0 && vec($rout, fileno $pr->{c}, 1)) {     # nginx -> Redis: always passed on
+                my $got = sysread($pr->{c}, my $buf, $take);
                 if (!defined $got) { $close->($pr) unless $! == EAGAIN || $! == EINTR; next }
                 if ($got == 0) { $close->($pr); next }
+                if ($rate) {
+                    $tokens -= $got;
+                    $take = 0;
+                }
                 $pr->{up} .= $buf;
                 $pr->{cmds} .= $buf;
                 while ((my $end = resp_end(\$pr->{cmds}, 0)) > 0) {
@@ -194,15 +220,18 @@ sub fault_proxy_loop {
                     my $reply = substr($pr->{replies}, 0, $end, '');
                     $st{replies}++;
                     my $cmd = shift @{ $pr->{sent} } // '';
-                    my $mode = defined $match && index($cmd, $match) < 0 ? 'pass' : $mode;
-                    if ($pr->{dead} || $mode eq 'drop') {
+                    my $fault = defined $match && index($cmd, $match) < 0 ? 'pass' : $mode;
+                    if (!$pr->{dead} && $left && ($fault eq 'drop' || $fault eq 'cut')) {
+                        $mode = 'pass' if --$left == 0;    # this one meets it, the next pass
+                    }
+                    if ($pr->{dead} || $fault eq 'drop') {
                         $st{dropped}++;
                         $pr->{dead} = 1;
-                    } elsif ($mode eq 'cut') {
+                    } elsif ($fault eq 'cut') {
                         $st{cut}++;
                         push @{ $pr->{q} }, [substr($reply, 0, int(length($reply) / 2) || 1), $now, 0];
                         $pr->{dead} = $pr->{cutting} = 1;
-                    } elsif ($mode eq 'stall') {
+                    } elsif ($fault eq 'stall') {
                         $st{stalled}++;
                         push @{ $pr->{q} }, [$reply, $now + $hold, 1];
                     } else {
@@ -249,6 +278,11 @@ sub fault_proxy_mode {
     my ($px, $mode, $arg, $match) = @_;
     die "Idem::FaultProxy: a match holds no space\n" if defined $match && $match =~ /\s/;
     return fault_proxy_ask($px, "mode $mode " . ($arg // 0) . (defined $match ? " $match" : ''));
+}
+
+sub fault_proxy_rate {
+    my ($px, $rate) = @_;
+    return fault_proxy_ask($px, 'rate ' . int($rate // 0));
 }
 
 sub fault_proxy_stats {
