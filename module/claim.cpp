@@ -38,8 +38,7 @@ constexpr size_t token_length = token_unique_length;
 
 LogLimiter unreachable_log, timeout_log;
 
-// The claim's answer arrived (or timed out): run the phases again, which
-// brings the request back to precontent_handler and on to respond().
+// The claim's answer arrived (or timed out): the phases run again (respond()).
 void resume(ngx_http_request_t* r)
 {
     ngx_connection_t* c = r->connection;
@@ -154,10 +153,9 @@ void on_renew(ngx_event_t* ev)
     ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
-// The claim token's first part only has to be unique, so that a claim can
-// be told from any other (fencing), not secret: 8 random bytes drawn once per worker,
-// then a counter. Drawing 16 random bytes per request cost more than the
-// rest of the claim.
+// The claim token's first part only has to be unique (fencing), not secret:
+// 8 random bytes drawn once per worker, then a counter (16 random bytes per
+// request cost more than the rest of the claim).
 struct TokenSource {
     u_char bytes[token_length];
     std::uint64_t counter = 0;

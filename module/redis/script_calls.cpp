@@ -16,8 +16,7 @@ namespace idem::redis {
 namespace {
 
 // An exiting worker tries what it owes Redis until worker_shutdown_timeout
-// (counted from when it is first seen exiting), when that is set; past it,
-// true.
+// (from when it is first seen exiting), when that is set; past it, true.
 bool past_exit_deadline() noexcept
 {
     static ngx_msec_t deadline = 0;
@@ -122,8 +121,7 @@ void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64
     send(call);
 }
 
-// EVALSHA sha 1 KEY ARGV...  (or EVAL body 1 KEY ARGV... once NOSCRIPT was
-// seen) into argv; their count.
+// EVALSHA sha 1 KEY ARGV... (EVAL body ... once NOSCRIPT was seen); their count.
 int ScriptCalls::script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept
 {
     bool with_body = call->with_body;
