@@ -1,4 +1,4 @@
-# Scenario 12a: a thousand duplicates (STRESS_SCALE scales them, at least
+# Scenario 14a: a thousand duplicates (STRESS_SCALE scales them, at least
 # 200) of 20 slow originals, each answered 409 while its original runs,
 # through one Redis that stalls (CLIENT PAUSE) for
 # 1.5 idempotency_redis_timeout while they are in flight: the stall costs
@@ -6,7 +6,7 @@
 # printed), never a connection (every worker keeps its connection to
 # Redis: the gateway's client ids are the same after), never a second
 # execution; every key replays afterwards.
-# Scenario 12b: behind Redis Sentinel, the master dies with nothing in
+# Scenario 14b: behind Redis Sentinel, the master dies with nothing in
 # flight and is failed over; then 200 new keys (scaled, at least 40) on a
 # gateway of 2 workers: none gets 503 (the first request on each worker
 # asks the sentinels before it meets the dead master), each is executed
@@ -39,7 +39,7 @@ Idem::Stress::setup();
 
 # ------------------------------------------------------------ 12a: the stall
 
-my $sc = Idem::Stress::scenario_begin('12a', "$DUPLICATES duplicates of " . ORIGINALS . ' slow originals while Redis '
+my $sc = Idem::Stress::scenario_begin('14a', "$DUPLICATES duplicates of " . ORIGINALS . ' slow originals while Redis '
     . 'stalls for ' . STALL_MS . ' ms (idempotency_redis_timeout ' . TIMEOUT_MS . ' ms)');
 my $ng = Idem::Stress::gateway('s12a', workers => 2,
     locations => "        location /s12/ { idempotency on; idempotency_redis_timeout "
@@ -122,7 +122,7 @@ Idem::Stress::scenario_end($sc);
 
 # ------------------------------------------------------------ 12b: the idle master
 
-$sc = Idem::Stress::scenario_begin('12b', "Redis Sentinel: the master dies with nothing in flight and is failed over; "
+$sc = Idem::Stress::scenario_begin('14b', "Redis Sentinel: the master dies with nothing in flight and is failed over; "
     . "then $NEW_KEYS new keys");
 my ($sentinel, $master, $replica) = Idem::RedisSentinel::start_redis_sentinel(name => 's12');
 my $gw = Idem::Stress::gateway('s12b', workers => 2,
