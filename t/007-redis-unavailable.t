@@ -8,8 +8,40 @@ use IdempotencyTest;
 use Idem::Blocks qw(idem_location location_conf counted_location);
 use Test::Nginx::Socket 'no_plan';
 
+use Time::HiRes ();
+
 test_nginx_defaults();
 run_tests();
+
+# The ids of the Redis clients that are not this test's own connection:
+# the gateway's.
+sub gateway_clients {
+    my $list = IdempotencyTest::redis_command('CLIENT', 'LIST');
+    return join ' ', sort map { /\bid=(\d+)/ ? $1 : () } grep { !/cmd=client\|list/ } split /\n/, $list;
+}
+
+# Redis stalls (CLIENT PAUSE) for 3 s, past the deadline of a request sent
+# as it begins (idempotency_redis_timeout 2s) but not of one sent 1.6 s in:
+# the first gets 503, the second its answer on the same connection, which
+# is not reopened. (The gap between the two is the scenario itself.)
+sub two_ages {
+    Test::More::is(IdempotencyTest::nginx_post('/age/warm', 'age-warm'), 201, 'the connection is up');
+    my $before = gateway_clients();
+    IdempotencyTest::redis_command('CLIENT', 'PAUSE', 3000, 'ALL');
+    my $t0 = Time::HiRes::time();
+    my $old = IdempotencyTest::send_request("POST /age/old HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                                            . "Idempotency-Key: age-old\r\nContent-Length: 1\r\n\r\nx");
+    Time::HiRes::sleep(1.6 - (Time::HiRes::time() - $t0));
+    my $young = IdempotencyTest::send_request("POST /age/young HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                                              . "Idempotency-Key: age-young\r\nContent-Length: 1\r\n\r\nx");
+    my $o = IdempotencyTest::read_response($old);
+    my $y = IdempotencyTest::read_response($young);
+    Test::More::is("$o->{status} " . ($o->{headers}{'x-idempotency-status'} // '-'), '503 unavailable',
+                   'the request whose deadline passed in the stall: 503');
+    Test::More::is("$y->{status} " . ($y->{headers}{'x-idempotency-status'} // '-'), '201 new',
+                   'the one whose deadline had not: its answer');
+    Test::More::is(gateway_clients(), $before, 'on the same connection: it was not reopened');
+}
 
 __DATA__
 
@@ -172,3 +204,17 @@ Idempotency-Key: flap-8
 --- response_headers eval
 ["X-Idempotency-Status: new\nX-Upstream-Execution: 1",
  "X-Idempotency-Status: replayed\nIdempotent-Replayed: true\nX-Upstream-Execution: 1"]
+
+
+=== TEST 10: one slow reply costs its own request alone: Redis stalls past an older request's deadline, not a younger one's, which gets its answer on the same connection
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::counted_location('idempotency_redis_timeout 2s')
+--- init
+main::two_ages();
+--- request eval
+["GET /_count/age/old", "GET /_count/age/young"]
+--- response_body eval
+["0", "1"]
+--- timeout: 20

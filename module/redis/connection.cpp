@@ -17,6 +17,15 @@ namespace {
 
 constexpr Backoff reconnect_backoff{100, 1000};  // ms
 constexpr size_t read_chunk = 16 * 1024;
+// A connection owed replies is dropped after this many timeouts without a
+// byte from Redis. Every request that waits on Redis has its own deadline
+// of one timeout (its claim, its look, its piece, its peek): a command that
+// misses it is abandoned alone, its reply skipped or settled when it comes.
+// Dropping the connection at the first miss would fail every other
+// command on it, the young ones that Redis, back from a stall (a fork for a
+// snapshot, a slow command, a failover), answers in time; two timeouts of
+// silence tell a dead Redis from a stalled one.
+constexpr ngx_msec_t silence_timeouts = 2;
 
 #if (NGX_DEBUG)
 // For the debug trace: what kind of reply came, never what it holds.
@@ -233,6 +242,9 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
         }
         p = next;
     }
+    if (why != nullptr && !closing_ && down_handler_ != nullptr) {
+        down_handler_(down_data_);
+    }
 }
 
 void Connection::close_socket() noexcept
@@ -307,8 +319,9 @@ void Connection::flush() noexcept
     arm_reply_timer();
 }
 
-// The read timer runs while replies are owed: a Redis that stops answering
-// is dropped after timeout_, failing what waits on it, and reconnected.
+// The read timer runs while replies are owed: a Redis silent for
+// silence_timeouts timeouts is dropped, failing what waits on it, and
+// reconnected.
 void Connection::arm_reply_timer() noexcept
 {
     if (conn_ == nullptr) {
@@ -319,7 +332,7 @@ void Connection::arm_reply_timer() noexcept
             ngx_del_timer(conn_->read);
         }
     } else if (!conn_->read->timer_set) {
-        ngx_add_timer(conn_->read, timeout_);
+        ngx_add_timer(conn_->read, silence_timeouts * timeout_);
     }
 }
 
@@ -334,7 +347,7 @@ void Connection::on_read(ngx_event_t* ev)
     if (ev->timedout) {
         ev->timedout = 0;
         count(Counter::redis_timeouts);
-        self->fail("no reply within idempotency_redis_timeout", NGX_ETIMEDOUT);
+        self->fail("nothing from Redis for twice idempotency_redis_timeout", NGX_ETIMEDOUT);
         return;
     }
     self->read();

@@ -85,9 +85,21 @@ public:
     // runs inside: a failure found here is handled from a posted event.
     static void send_queued() noexcept;
 
-    // How long a reply may keep us waiting before the connection is
-    // considered dead; the shortest idempotency_redis_timeout of its users.
+    // The shortest idempotency_redis_timeout of its users: each request
+    // waits that long for its own reply; the connection is dropped only
+    // after twice that without a byte from Redis.
     void set_timeout(ngx_msec_t timeout) noexcept;
+
+    // `handler(data)` is told each time the connection is lost (closed by
+    // Redis, a failed read or write, silence) — not when its owner closes
+    // it. It runs once the commands in flight were failed, and must not
+    // delete the connection.
+    using DownHandler = void (*)(void* data);
+    void on_down(DownHandler handler, void* data) noexcept
+    {
+        down_handler_ = handler;
+        down_data_ = data;
+    }
 
     bool up() const noexcept { return state_ == State::up; }
     // Down, and not to be tried again before its backoff has elapsed.
@@ -156,6 +168,8 @@ private:
     bool replied_ = false;    // this connection has had a reply
     int dispatching_ = 0;     // inside reply handlers or command(): defer failures
     const char* deferred_failure_ = nullptr;
+    DownHandler down_handler_ = nullptr;
+    void* down_data_ = nullptr;
 };
 
 }  // namespace idem::redis

@@ -1,8 +1,11 @@
 // redis/sentinel_router.cpp — the router for a master watched by Redis
 // Sentinel: every command goes to the master that the sentinels name
 // (SENTINEL get-master-addr-by-name), asked of one sentinel after another.
-// The master is asked for again when its connection fails and when it
-// answers READONLY (it was demoted by a failover); a command that met
+// The master is asked for again when its connection is lost — at once, even
+// with nothing in flight — and before a command goes to a master that is not
+// connected (one that died while idle: the command waits for the sentinels'
+// answer rather than meet the dead one), and when it answers READONLY (it
+// was demoted by a failover); a command that met
 // READONLY was not run, so it waits for the new master and goes there (up
 // to max_redirects times, router.hpp). Commands that arrive while the
 // master is being looked up wait for it; a lookup that fails is tried again
@@ -73,7 +76,11 @@ public:
             return false;
         }
         c->router = this;
-        if (master_ != nullptr && send_owned(*master_, c, on_reply)) {
+        // A master not connected (lost, dead while idle, or connecting) is
+        // asked for again first: it may have been replaced meanwhile. When
+        // the sentinels cannot be asked, the last one known is tried.
+        bool trusted = master_ != nullptr && (master_->up() || lookup_failed_);
+        if (trusted && send_owned(*master_, c, on_reply)) {
             return true;
         }
         // No master yet, or it is down (a failover closes its clients): the
@@ -148,6 +155,15 @@ private:
             }
         }
         finish_owned(c, reply);
+    }
+
+    static void on_master_down(void* data)
+    {
+        auto* self = static_cast<SentinelRouter*>(data);
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, self->log_, 0,
+                       "idempotency: Redis Sentinel: the connection to master \"%V\" is lost: asking the sentinels",
+                       &self->server_.master_name);
+        self->request_lookup();
     }
 
     // ------------------------------------------------------------ lookup
@@ -251,6 +267,7 @@ private:
         if (timeout_ != 0) {
             conn->set_timeout(timeout_);
         }
+        conn->on_down(on_master_down, this);
         Connection* old = master_;
         Endpoint* old_at = master_at_;
         master_ = conn;
