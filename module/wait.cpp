@@ -228,8 +228,9 @@ void answer_all(WaitGroup* g, const ClaimResult& result) noexcept
     free_if_empty(g);
 }
 
-// The original is still in flight: members whose wait ran out get 409, the
-// others wait for the next look.
+// The original is still in flight, or the look could not tell (it timed
+// out): members whose wait ran out get `result` (409, or 503), the others
+// wait for the next look.
 void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
 {
     ngx_queue_t* q = ngx_queue_head(&g->members);
@@ -293,7 +294,10 @@ void on_look_timeout(ngx_event_t* ev)
     }
     g->store->abandon(g->look);
     g->look = nullptr;
-    answer_all(g, {Outcome::unavailable, nullptr, {}});
+    // The look's own deadline passed, not the members': those whose wait is
+    // over get 503, the others wait on and look again (a Redis that stalls
+    // answers a later look; one that is gone fails it at once).
+    still_in_flight(g, {Outcome::unavailable, nullptr, {}});
 }
 
 // One claim attempt for the whole group, with the first member's claim record.

@@ -81,6 +81,28 @@ sub released_in_turn {
     Test::More::is($released, $n, "$key: every waiter executes in turn and is released");
 }
 
+# Redis stalls (CLIENT PAUSE, 1.6 idempotency_redis_timeout) while $n
+# duplicates wait: their group's look meets the stall and misses its
+# timeout; none of them gets 503 for it, their waits not being over: they
+# wait on and get the original's response.
+sub waiters_outlive_a_stall {
+    my ($uri, $key, $n) = @_;
+    my $original = IdempotencyTest::start_in_flight($uri, $key);
+    my $sets = sub { (IdempotencyTest::redis_command('INFO', 'commandstats') =~ /^cmdstat_set:calls=(\d+)/m)[0] // 0 };
+    my $before = $sets->();
+    my @waiters = map { send_duplicate($uri, $key) } 1 .. $n;
+    IdempotencyTest::wait_until(sub { $sets->() >= $before + $n })
+        or die "$key: the duplicates' claims never reached Redis\n";
+    IdempotencyTest::redis_command('CLIENT', 'PAUSE', 800, 'ALL');
+    my @responses = map { IdempotencyTest::read_response($_) } @waiters;
+    my $first = IdempotencyTest::read_response($original);
+    Test::More::is($first->{status}, 201, "$key: the original gets its response");
+    Test::More::is(join(' ', map { "$_->{status} " . ($_->{headers}{'x-idempotency-status'} // '-') } @responses),
+                   join(' ', ('201 waited') x $n), "$key: every waiter waits through the stall and gets it");
+    Test::More::ok(IdempotencyTest::error_log_has('did not answer a look for waiting requests'),
+                   "$key: the look that met the stall timed out");
+}
+
 run_tests();
 
 __DATA__
@@ -205,3 +227,17 @@ Idempotency-Key: wait-7
 --- response_headers
 X-Upstream-Execution: 2
 X-Idempotency-Status: released
+
+
+=== TEST 7: a look that misses idempotency_redis_timeout in a Redis stall costs no waiter its wait: they wait on and get the response
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::idem_location('idempotency_wait 10s', 'idempotency_redis_timeout 500ms') . main::location_conf('/_count/', 'proxy_pass http://backend')
+--- init
+main::waiters_outlive_a_stall('/stall/1?sleep=2', 'stall-1', 5);
+--- request
+GET /_count/stall/1
+--- response_body: 1
+--- timeout: 20
