@@ -10,6 +10,7 @@
 #include "log_limit.hpp"
 #include "metrics.hpp"
 #include "request_ctx.hpp"
+#include "settle_watch.hpp"
 #include "store_factory.hpp"
 #include "timing.hpp"
 
@@ -32,9 +33,8 @@ struct WaitGroup {
     ngx_msec_t delay;
     ngx_msec_t looked;     // when the last look was sent (0: none yet)
     ngx_msec_t lease_end;  // of a claim the look in flight is granted (lease.hpp)
-    ngx_queue_t on_slot;   // in the groups of its key's slot on the live board (by_slot)
-    ngx_uint_t slot;
-    bool moved;            // the slot's settles moved while the look was in flight
+    SettleWatch watch;     // on its key's slot of the live board (settle_watch.hpp)
+    bool moved;            // the slot settled while the look was in flight
     bool answering;        // members are being answered: not freed meanwhile
 };
 
@@ -42,31 +42,15 @@ namespace {
 
 constexpr Backoff look_backoff{25, 500};  // ms: the first look after 25 ms, the delay doubling up to 500 ms
 constexpr ngx_msec_t first_look_delay = look_backoff.first;
-// While this worker has groups, the live board's settles are looked at
-// this often: an original that settled in another worker of this nginx is
-// looked for at once, not at the group's next look.
-constexpr ngx_msec_t board_tick = 1;
-
 ngx_rbtree_t groups;
 ngx_rbtree_node_t groups_sentinel;
 bool groups_ready = false;
 LogLimiter timeout_log;
 
-// The groups of each slot of the live board, and the slot's settles when
-// the board was last looked at (ngx_alloc'd with the first group, kept for
-// the worker's life; without it the groups only look on their schedule).
-struct SlotGroups {
-    ngx_queue_t groups;  // by WaitGroup::on_slot
-    ngx_atomic_uint_t seen;
-};
-SlotGroups* by_slot = nullptr;
-ngx_uint_t group_count = 0;
-ngx_event_t board_timer;
-
 void look(WaitGroup* g) noexcept;
 
 // A look on this turn of the event loop, after whatever runs now (the
-// board's walk over its slots, an answer to the members).
+// settles' walk over their slots, an answer to the members).
 void look_soon(WaitGroup* g) noexcept
 {
     if (g->look != nullptr) {
@@ -78,61 +62,22 @@ void look_soon(WaitGroup* g) noexcept
     ngx_add_timer(&g->next, 0);
 }
 
-// The slot's settles moved: its groups look now; a group whose look is in
-// flight looks again when that look finds the original still in flight
-// (it may have reached the store before the settle did).
-void on_board_tick(ngx_event_t*)
+WaitGroup* group_of_watch(SettleWatch* w)
 {
-    for (ngx_uint_t slot = 0; slot < live_board_slots; slot++) {
-        SlotGroups& s = by_slot[slot];
-        if (ngx_queue_empty(&s.groups)) {
-            continue;
-        }
-        ngx_atomic_uint_t now = live_board_settles(slot);
-        if (now == s.seen) {
-            continue;
-        }
-        s.seen = now;
-        for (ngx_queue_t* q = ngx_queue_head(&s.groups); q != ngx_queue_sentinel(&s.groups); q = ngx_queue_next(q)) {
-            WaitGroup* g = ngx_queue_data(q, WaitGroup, on_slot);
-            if (g->look != nullptr) {
-                g->moved = true;
-            } else {
-                look_soon(g);
-            }
-        }
-    }
-    if (group_count != 0) {
-        ngx_add_timer(&board_timer, board_tick);
-    }
+    return reinterpret_cast<WaitGroup*>(reinterpret_cast<char*>(w) - offsetof(WaitGroup, watch));
 }
 
-// The group watches its slot. True when the slot settled since `seen`
-// (a member's claim was sent): the original may be settled already.
-bool watch_slot(WaitGroup* g, ngx_atomic_uint_t seen) noexcept
+// The key's slot settled: the group looks now; one whose look is in flight
+// looks again when that look finds the original still in flight (it may
+// have reached the store before the settle did).
+void on_settled(SettleWatch* w)
 {
-    group_count++;
-    ngx_queue_init(&g->on_slot);
-    if (by_slot == nullptr) {
-        by_slot = static_cast<SlotGroups*>(ngx_alloc(sizeof(SlotGroups) * live_board_slots, ngx_cycle->log));
-        if (by_slot == nullptr) {
-            return false;
-        }
-        for (ngx_uint_t i = 0; i < live_board_slots; i++) {
-            ngx_queue_init(&by_slot[i].groups);
-        }
-        set_event(board_timer, on_board_tick, by_slot, ngx_cycle->log, true);  // data: never nullptr (the debug log reads it)
+    WaitGroup* g = group_of_watch(w);
+    if (g->look != nullptr) {
+        g->moved = true;
+    } else {
+        look_soon(g);
     }
-    SlotGroups& s = by_slot[g->slot];
-    ngx_atomic_uint_t now = live_board_settles(g->slot);
-    if (ngx_queue_empty(&s.groups)) {
-        s.seen = now;
-    }
-    ngx_queue_insert_tail(&s.groups, &g->on_slot);
-    if (!board_timer.timer_set) {
-        ngx_add_timer(&board_timer, board_tick);
-    }
-    return now != seen;
 }
 
 WaitGroup* group_of(ngx_str_node_t* node)
@@ -161,8 +106,7 @@ void free_group(WaitGroup* g) noexcept
     if (g->look != nullptr) {
         g->store->abandon(g->look);  // a look granted the claim after all is released by the store
     }
-    ngx_queue_remove(&g->on_slot);  // an empty queue when the slots could not be had
-    group_count--;
+    settle_unwatch(&g->watch);
     ngx_rbtree_delete(&groups, &g->node.node);
     ngx_free(g);
 }
@@ -403,9 +347,9 @@ WaitGroup* new_group(RequestCtx* ctx, const Identity& identity) noexcept
     set_event(g->next, on_next_look, g, ngx_cycle->log);
     set_event(g->timeout, on_look_timeout, g, ngx_cycle->log);
     ngx_rbtree_insert(&groups, &g->node.node);
-    g->slot = live_board_slot(g->key);
+    g->watch.settled = on_settled;
     // settled between this member's claim and now: its answer may be out of date
-    ngx_add_timer(&g->next, watch_slot(g, ctx->claim.settles_seen) ? 0 : g->delay);
+    ngx_add_timer(&g->next, settle_watch(&g->watch, live_board_slot(g->key), ctx->claim.settles_seen) ? 0 : g->delay);
     return g;
 }
 
