@@ -358,6 +358,14 @@ if [ "$live" = 1 ]; then
     [ "$keep" = 1 ] && wake_args+=(--keep)
     NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-wake.sh" "${wake_args[@]}" \
         || { echo "$SCRIPT_NAME: scripts/bench-wake.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
+    echo
+    echo "a Redis stall under a thousand duplicates (scripts/bench-stall.sh):"
+    stall_args=()
+    [ "$quick" = 1 ] && stall_args+=(--quick)
+    [ "$docs" = 1 ] || stall_args+=(--no-docs)
+    [ "$keep" = 1 ] && stall_args+=(--keep)
+    NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-stall.sh" "${stall_args[@]}" \
+        || { echo "$SCRIPT_NAME: scripts/bench-stall.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
 fi
 if [ "$sizing" = 1 ] && ! run_sizing; then
     echo "$SCRIPT_NAME: scripts/bench-sizing.pl failed" >&2
