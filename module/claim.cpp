@@ -391,7 +391,9 @@ RecordBytes compressed(RecordBytes record, const Dictionaries& dictionaries, ngx
 // ngx_alloc'd, not from r->pool: a response that never completed is settled
 // from the pool's cleanup, when nginx has already let go of r->pool. The
 // store takes over the bytes it is handed when they are owned (the sealed
-// copy, or the capture's buffer) rather than copying them.
+// copy, or the capture's buffer) rather than copying them. With the record
+// goes the unreplayable marker, sealed alike, for a store that cannot hold
+// the record while Redis refuses it for memory (store.hpp).
 void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
 {
     ngx_array_t* keys = ctx->conf->seal_keys;
@@ -399,7 +401,13 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
     RecordBytes value = ctx->conf->compress ? compressed(std::move(record), location_dictionaries(*ctx->conf), log)
                                             : std::move(record);
     char marker[unreplayable_size];
+    std::string_view fallback{
+        marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)};
+    char sealed_marker[unreplayable_size + seal_overhead];
     if (keys != nullptr) {
+        if (seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), fallback, sealed_marker)) {
+            fallback = {sealed_marker, fallback.size() + seal_overhead};
+        }
         std::string_view plain = value.view();
         auto* sealed = static_cast<char*>(ngx_alloc(plain.size() + seal_overhead, log));
         if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), plain, sealed)) {
@@ -410,8 +418,8 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
             // response); with encryption on it reads as unverifiable (410).
             ngx_free(sealed);
             ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->claim.key);
-            value = RecordBytes::borrowed(
-                {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)});
+            value = RecordBytes::borrowed({marker, unreplayable_size});
+            fallback = value.view();
         }
     }
     size_t size = value.view().size();
@@ -421,8 +429,8 @@ void claim_complete(RequestCtx* ctx, RecordBytes record) noexcept
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: storing %uz bytes under \"%V\" for %uL ms, %s", size, &ctx->claim.key,
                    ttl, within_lease ? "within the claim's lease so far" : "fenced");
-    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), ttl, ctx->conf->lock_ttl,
-                         within_lease ? ctx->claim.lease : nullptr);
+    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), fallback, ttl,
+                               ctx->conf->lock_ttl, within_lease ? ctx->claim.lease : nullptr);
     count(Counter::stored_responses);
     count(Counter::stored_bytes, size);
     settled(ctx);
