@@ -81,6 +81,7 @@ void ScriptCalls::release_held(ScriptCall* call) noexcept
 
 void ScriptCalls::park(ScriptCall* store) noexcept
 {
+    unpark(store);  // at the tail, once
     ngx_queue_insert_tail(&parked_, &store->parked);
     if (!probe_.timer_set) {
         ngx_add_timer(&probe_, static_cast<ngx_msec_t>(oom_probe_interval_ms));
