@@ -13,12 +13,17 @@
  *   RELEASE_EXECUTED   a request that may have reached the upstream releases
  *   NO_MARGIN          the lease lasts the whole lock_ttl
  *   PUTBACK_CLAIM      the put-back restores another request's claim too
+ *   OOM_GIVES_UP       a store refused for memory gives up after its attempts,
+ *                      leaving its claim kept for idempotency_ttl
  * Configurations:
  *   LOSS               Redis may fail over, once, to a replica that missed
  *                      writes (or restart empty)
  *   CLAIM_ONCE         check one execution, loss or not
  *   SAME_FP            every request has the same fingerprint (otherwise
  *                      request A's differs from B's and C's)
+ *   OOM                Redis may fill up (maxmemory, noeviction), once, and
+ *                      be freed again, once: while full, every write that
+ *                      needs memory is refused (OOM) and nothing is done
  */
 
 /* ------------------------------------------------------------ parameters */
@@ -73,11 +78,15 @@
 #define CLAIM(i) (1 + (i))
 #define REC(i) (4 + (i))
 #define is_claim(v) ((v) >= 1 && (v) <= 3)
-#define is_record(v) ((v) >= 4)
+#define is_record(v) ((v) >= 4 && (v) <= 6)
+#define OOMV 254        /* a reply: refused for memory (OOM), nothing done */
 #define owner(v) (((v) - 1) % 3)
 #define NEVER 255       /* no expiry: idempotency_ttl outlives every run */
 #define NONE 255
 #define CAP (LEASE > RT -> LEASE : RT)  /* ages are counted up to here: beyond, nothing tells them apart */
+#define ROOM 0          /* Redis's memory (OOM): room for writes, */
+#define FULLMEM 1       /* maxmemory reached with noeviction, */
+#define FREED 2         /* room again */
 
 mtype = { SET_NX, RENEW, LEASED_STORE, STORE, RELEASE, RESTORE };
 
@@ -93,6 +102,7 @@ byte lapses;            /* claims that expired while their request held them */
 byte executions;        /* requests the upstream received */
 byte faults;
 byte ended;             /* requests that ended, with nothing owed to Redis */
+byte mem = ROOM;        /* Redis's memory (OOM) */
 byte fp[N];             /* each request's fingerprint */
 bool held[N];           /* granted and not settled: its claim must live */
 bool executed[N];
@@ -168,9 +178,11 @@ inline serve(i) {
         :: op == SET_NX ->
             /* RedisStore::claim: SET key claim NX PX lock_ttl GET */
             if
-            :: kv == EMPTY -> write(a, (i < FULL -> L : NEVER)); held[i] = awaited[i]; reply(i, op, EMPTY);
+            :: mem == FULLMEM -> reply(i, op, OOMV);
+                printf("Redis: %c's SET NX refused for memory\n", name(i))
+            :: mem != FULLMEM && kv == EMPTY -> write(a, (i < FULL -> L : NEVER)); held[i] = awaited[i]; reply(i, op, EMPTY);
                 printf("Redis: SET NX grants %c the claim\n", name(i))
-            :: else -> reply(i, op, kv);
+            :: mem != FULLMEM && kv != EMPTY -> reply(i, op, kv);
                 printf("Redis: SET NX finds the key taken (%d)\n", kv)
             fi
         :: op == RENEW ->
@@ -190,9 +202,11 @@ inline serve(i) {
             back[i] = kexp;
             old = kv;
             if
-            :: kv != EMPTY -> kv = a; kexp = NEVER; remember();
+            :: mem == FULLMEM -> old = OOMV;
+                printf("Redis: %c's leased SET XX refused for memory: the transaction is discarded\n", name(i))
+            :: mem != FULLMEM && kv != EMPTY -> kv = a; kexp = NEVER; remember();
                 printf("Redis: %c's leased SET XX GET replaces %d with %c's record\n", name(i), old, name(i))
-            :: else -> printf("Redis: %c's leased SET XX finds nothing\n", name(i))
+            :: mem != FULLMEM && kv == EMPTY -> printf("Redis: %c's leased SET XX finds nothing\n", name(i))
             fi;
             reply(i, op, old)
         :: op == STORE ->
@@ -205,7 +219,9 @@ inline serve(i) {
             fi
 #else
             if
-            :: kv == CLAIM(i) -> write(a, NEVER); reply(i, op, 1);
+            :: kv == CLAIM(i) && mem == FULLMEM -> reply(i, op, OOMV);
+                printf("Redis: %c's fenced store refused for memory\n", name(i))
+            :: kv == CLAIM(i) && mem != FULLMEM -> write(a, NEVER); reply(i, op, 1);
                 printf("Redis: %c's fenced store writes %c's record\n", name(i), name(i))
             :: kv == a -> reply(i, op, 1)
             :: else -> reply(i, op, 0);
@@ -224,7 +240,8 @@ inline serve(i) {
             /* restore_script: put back b, expiring when it did (PXAT), if the
              * key holds our record a */
             if
-            :: kv == a ->
+            :: kv == a && mem == FULLMEM -> reply(i, op, OOMV)
+            :: kv == a && mem != FULLMEM ->
 #ifdef PUTBACK_LOCK_TTL
                 kv = b; kexp = L;
 #else
@@ -275,6 +292,12 @@ end:
         :: else -> kexp = NEVER
         fi;
         printf("Redis: fails over to a replica that missed the last writes: the key holds %d\n", kv) }
+#ifdef OOM
+    :: atomic { mem == ROOM -> mem = FULLMEM;
+        printf("Redis: maxmemory reached (noeviction): writes that need memory are refused\n") }
+    :: atomic { mem == FULLMEM -> mem = FREED;
+        printf("Redis: memory freed: writes are taken again\n") }
+#endif
     od
 }
 
@@ -331,6 +354,9 @@ end:
 proctype Request(byte me) {
     mtype op;
     byte v, x, rec, tries, looks, renewals;
+#ifdef OOM_GIVES_UP
+    byte kept_tries;
+#endif
     bool lost, rl, revoked, leased;
 
 claim:
@@ -355,6 +381,7 @@ claim:
     awaited[me] = false;
     if
     :: lost -> held[me] = false; goto release   /* on_claim_reply: 503, and the claim it may have been granted released */
+    :: !lost && v == OOMV -> printf("%c: 503 (the claim refused for memory)\n", name(me)); goto done
     :: !lost && v == EMPTY -> goto granted
     :: !lost && is_claim(v) ->
         if
@@ -424,6 +451,7 @@ store:
     :: from_redis[me]?STORE, v, lost -> break
     od;
     if
+    :: !lost && v == OOMV -> leased = false; v = 0; goto kept
     :: lost ->
         if
         :: tries + 1 < ATTEMPTS ->
@@ -434,7 +462,7 @@ store:
             goto store
         :: else -> goto owed_done         /* give_up: the claim expires */
         fi
-    :: !lost && leased -> leased = false;
+    :: !lost && v != OOMV && leased -> leased = false;
         /* ScriptCalls::leased_stored */
         if
         :: v == CLAIM(me) || v == rec -> held[me] = false   /* stored */
@@ -457,16 +485,43 @@ store:
     v = 0; lost = false;
     goto owed_done;
 
+kept:
+    /* ScriptCalls::keep, then each attempt (probe, send_parked): the claim
+     * renewed for what is left of idempotency_ttl from the refusal (beyond
+     * every run: no expiry; PEXPIRE needs no memory), then the fenced store
+     * again, until it is answered by Redis — stored, or the claim found
+     * gone. (A record Redis refused for memory and the marker stored in its
+     * place when the worker cannot hold it are the same to the protocol.) */
+    to_redis[me]!RENEW, CLAIM(me), NEVER;
+#ifdef OOM_GIVES_UP
+    /* the store as it was: attempts within its window, then give_up, the
+     * claim left for idempotency_ttl */
+    if
+    :: kept_tries < ATTEMPTS -> kept_tries++
+    :: else -> printf("%c gives the store up: its claim stays for idempotency_ttl\n", name(me)); goto owed_done
+    fi;
+#endif
+    to_redis[me]!STORE, rec, 0;
+    printf("%c keeps its claim for idempotency_ttl and stores again, fenced\n", name(me));
+    do
+    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?STORE, v, lost -> break
+    od;
+    if
+    :: lost || v == OOMV -> v = 0; lost = false; goto kept   /* parked again */
+    :: else -> held[me] = false; v = 0; goto owed_done      /* stored (1), or the claim gone (0) */
+    fi;
+
 restore:
     /* restore_script, Role::restore, sent again after a lost reply */
     to_redis[me]!RESTORE, rec, v;
     do
     :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
-    :: from_redis[me]?RESTORE, x, lost -> x = 0; break
+    :: from_redis[me]?RESTORE, x, lost -> break
     od;
     if
-    :: lost && tries + 1 < ATTEMPTS -> tries++; goto restore
-    :: else
+    :: (lost || x == OOMV) && tries + 1 < ATTEMPTS -> x = 0; tries++; goto restore
+    :: else -> x = 0
     fi;
     v = 0; lost = false;
     goto owed_done;
@@ -492,16 +547,22 @@ owed_done:
     :: empty(from_redis[me]) && empty(to_redis[me]) -> break
     od;
 done:
-    atomic { v = 0; x = 0; rec = 0; tries = 0; looks = 0; renewals = 0; lost = false; rl = false;
-             revoked = false; leased = false; back[me] = NEVER; age[me] = CAP; ended++ }
+    atomic {
+#ifdef OOM_GIVES_UP
+        kept_tries = 0;
+#endif
+        v = 0; x = 0; rec = 0; tries = 0; looks = 0; renewals = 0; lost = false; rl = false;
+        revoked = false; leased = false; back[me] = NEVER; age[me] = CAP; ended++ }
 }
 
 /* ----------------------------------------------------- the end of the run */
 
 /* Once every request has ended, nothing is owed to Redis and no claim is
- * left without an expiry: no key stays claimed for ever. */
+ * left without an expiry: no key stays claimed for ever. With OOM, once
+ * Redis takes writes again: a store refused for memory was kept until it
+ * landed, not given up with its claim kept for idempotency_ttl. */
 active proctype Finish() {
-    (ended == N);
+    (ended == N && mem != FULLMEM);
     assert(!is_claim(kv) || kexp != NEVER || owner(kv) >= FULL)
 }
 

@@ -24,9 +24,13 @@ command -v cc >/dev/null || { echo "verify: a C compiler is needed to build SPIN
 checks=(
   "loss-two|pass|-DN=2 -DLOSS -DLOOKS=0|two requests, one failover that loses writes, lost replies: at most one execution more"
   "loss-three|pass|-DN=3 -DFULL=2 -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|three requests, one failover that loses writes: at most one execution more"
+  "full-loss-two|pass|-DN=2 -DOOM -DLOSS -DFAULTS=0 -DLOOKS=0|two requests, Redis filled and freed again, one failover that loses writes: at most one execution more"
   "two-requests|pass|-DN=2|two requests, lost replies and dropped commands, renewals, a look, Redis's clock ahead: every property"
   "three-requests|pass|-DN=3 -DFULL=2 -DRENEWALS=0 -DLOOKS=0|three requests (the third a retry that claims and executes), no faults: every property"
+  "full-two|pass|-DN=2 -DOOM|two requests, Redis filled and freed again, lost replies, renewals, a look: every property; a store refused for memory kept until it lands"
+  "full-three|pass|-DN=3 -DFULL=2 -DOOM -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0|three requests (the third a retry), Redis filled and freed again: every property"
   "loss-two-same|pass|-DN=2 -DLOSS -DSAME_FP -DFAULTS=0|two requests of one fingerprint, one failover that loses writes: at most one execution more"
+  "oom-gives-up|fail|-DN=2 -DOOM -DOOM_GIVES_UP -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0|a store refused for memory given up: its claim stays for idempotency_ttl"
   "exception|fail|-DN=2 -DLOSS -DCLAIM_ONCE -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0|a failover that misses the claim: two executions"
   "putback-lock-ttl|fail|-DN=3 -DFULL=2 -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0 -DPUTBACK_LOCK_TTL|the put-back with PX lock_ttl: a third execution"
   "putback-claim|fail|-DN=3 -DFULL=2 -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0 -DPUTBACK_CLAIM|another request's claim put back: a third execution"

@@ -4,9 +4,9 @@
 // per worker, then a counter, then who holds the claim), answered (granted, replay, 409, 410, 422,
 // 503), handed to a wait group while an original is in flight (wait.cpp
 // answers through claim.cpp's function), renewed while the response is in
-// progress, and settled: completed with the record, released, marked
-// unreplayable, or abandoned when the request goes away first. Moves the
-// request to claiming, waiting, granted or decided, and to settled.
+// progress, or abandoned when the request goes away first; settling it is
+// claim_settle.cpp's. Moves the request to claiming, waiting, granted or
+// decided.
 // Must not touch: the response itself (capture.cpp), the answers
 // (access.cpp, replay.cpp, problem.cpp).
 
@@ -14,13 +14,10 @@
 
 #include <openssl/rand.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "claim_token.hpp"
-#include "compression.hpp"
-#include "conf_util.hpp"
 #include "feed.hpp"
 #include "key_space.hpp"
 #include "lease.hpp"
@@ -179,12 +176,6 @@ struct TokenSource {
 };
 
 TokenSource tokens;
-
-// The claim is settled: the request no longer holds it.
-void settled(RequestCtx* ctx)
-{
-    enter(ctx, client_left(ctx) ? RequestState::drained : RequestState::settled);
-}
 
 
 // What the store answered, to the request's own claim or to a look its wait
@@ -348,103 +339,6 @@ void claim_stop_renewing(RequestCtx* ctx) noexcept
     if (ctx->claim.renew_timer.timer_set) {
         ngx_del_timer(&ctx->claim.renew_timer);
     }
-}
-
-void claim_release(RequestCtx* ctx, const char* why) noexcept
-{
-    ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0, "idempotency: releasing \"%V\": %s",
-                  &ctx->claim.key, why);
-    ctx->claim.store->release(view(ctx->claim.key), view(ctx->claim.record), ctx->conf->lock_ttl);
-    settled(ctx);
-    ctx->outcome = Outcome::released;
-    wake_waiters(ctx);
-}
-
-namespace {
-
-// With idempotency_compress, a response record compressed when that pays
-// (compression.hpp), before it is sealed; else the record as it was.
-RecordBytes compressed(RecordBytes record, const Dictionaries& dictionaries, ngx_log_t* log) noexcept
-{
-    RecordCompressor& compressor = worker_compressor();
-    std::string_view plain = record.view();
-    if (plain.size() < min_compressed(dictionaries.first())) {
-        return record;
-    }
-    auto* out = static_cast<char*>(ngx_alloc(RecordCompressor::bound(plain.size()), log));
-    std::size_t size = out != nullptr ? compressor.compress(plain, out, dictionaries.first()) : 0;
-    if (size == 0) {
-        ngx_free(out);
-        return record;
-    }
-    // a store may keep it a while (until it lands): its own size, not the bound
-    if (auto* fitted = static_cast<char*>(std::realloc(out, size))) {  // ngx_alloc is malloc
-        out = fitted;
-    }
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log, 0, "idempotency: the record compressed from %uz to %uz bytes",
-                   plain.size(), size);
-    count(Counter::compressed_records);
-    count(Counter::compression_saved_bytes, plain.size() - size);
-    return RecordBytes::owned(out, {out, size});  // the plain record freed with `record`
-}
-
-}  // namespace
-
-// With idempotency_encrypt_key, what goes to the store is the record sealed
-// under the first key and bound to its store key. The sealed copy is
-// ngx_alloc'd, not from r->pool: a response that never completed is settled
-// from the pool's cleanup, when nginx has already let go of r->pool. The
-// store takes over the bytes it is handed when they are owned (the sealed
-// copy, or the capture's buffer) rather than copying them.
-void claim_complete(RequestCtx* ctx, RecordBytes record, StoreNotice notice) noexcept
-{
-    ngx_array_t* keys = ctx->conf->seal_keys;
-    ngx_log_t* log = ctx->request->connection->log;
-    RecordBytes value = ctx->conf->compress ? compressed(std::move(record), location_dictionaries(*ctx->conf), log)
-                                            : std::move(record);
-    char marker[unreplayable_size];
-    if (keys != nullptr) {
-        std::string_view plain = value.view();
-        auto* sealed = static_cast<char*>(ngx_alloc(plain.size() + seal_overhead, log));
-        if (sealed != nullptr && seal(static_cast<SecretKey*>(keys->elts)[0], view(ctx->claim.key), plain, sealed)) {
-            value = RecordBytes::owned(sealed, {sealed, plain.size() + seal_overhead});  // the plain record freed
-        } else {
-            // Never let the claim lapse into a second execution: store the
-            // plain marker (a fingerprint and a status, nothing of the
-            // response); with encryption on it reads as unverifiable (410).
-            ngx_free(sealed);
-            ngx_log_error(NGX_LOG_ALERT, log, 0, "idempotency: cannot encrypt the record for \"%V\"", &ctx->claim.key);
-            value = RecordBytes::borrowed(
-                {marker, encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), marker)});
-            notice.tell(StoreOutcome::not_stored);
-            notice = {};
-        }
-    }
-    size_t size = value.view().size();
-    bool within_lease = ctx->claim.lease != nullptr && ctx->claim.lease->holds(ngx_current_msec);
-    // idempotency_ttl, unless the upstream asked for another (ttl=)
-    std::uint64_t ttl = ctx->capture.ttl_ms != 0 ? ctx->capture.ttl_ms : ctx->conf->ttl;
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: storing %uz bytes under \"%V\" for %uL ms, %s", size, &ctx->claim.key,
-                   ttl, within_lease ? "within the claim's lease so far" : "fenced");
-    ctx->claim.store->complete(view(ctx->claim.key), view(ctx->claim.record), std::move(value), ttl, ctx->conf->lock_ttl,
-                         within_lease ? ctx->claim.lease : nullptr, notice);
-    count(Counter::stored_responses);
-    count(Counter::stored_bytes, size);
-    settled(ctx);
-    wake_waiters(ctx);
-}
-
-// A response that breaks HTTP (`said`: replayable.hpp) is the upstream's
-// fault, logged as an error; the rest are limits, a warning.
-void claim_unreplayable(RequestCtx* ctx, const char* why, MarkerWhy said) noexcept
-{
-    char marker[unreplayable_why_size];
-    size_t size = encode_unreplayable(ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), said, marker);
-    ngx_uint_t level = said != MarkerWhy::unsaid ? NGX_LOG_ERR : NGX_LOG_WARN;
-    ngx_log_error(level, ctx->request->connection->log, 0, "idempotency: the response to \"%V\" cannot be replayed: %s",
-                  &ctx->claim.key, why);
-    claim_complete(ctx, RecordBytes::borrowed({marker, size}));
 }
 
 }  // namespace idem

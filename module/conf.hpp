@@ -58,6 +58,7 @@ struct RedisServer {
 
 struct MainConf {
     ngx_array_t servers;  // of RedisServer*
+    size_t oom_buffer;    // idempotency_redis_oom_buffer: record bytes a worker holds while Redis refuses them for memory
     const void* unnamed_server;  // the first server block without server_name that protects requests
     bool warned_unnamed;         // nginx -t said a second one shares its key space
     bool fence_looked_up;        // fence_named() has looked: the http block is parsed

@@ -45,6 +45,9 @@ constexpr SimpleCounter simple_counters[] = {
      "Live logs given up because an append failed: their followers in other workers or gateways were cut off."},
     {Counter::wait_timeouts, "idempotency_wait_timeouts_total",
      "Duplicates whose idempotency_wait ran out with the original still in flight: answered 409."},
+    {Counter::oom_markers, "idempotency_redis_oom_markers_total",
+     "Responses Redis refused for memory that the worker could not hold (idempotency_redis_oom_buffer): the "
+     "unreplayable marker is stored in their place, and their retries get 410."},
     {Counter::stored_responses, "idempotency_stored_responses_total", "Records handed to the store for storing (responses and markers)."},
     {Counter::stored_bytes, "idempotency_stored_bytes_total", "Bytes of the records handed to the store for storing."},
     {Counter::compressed_records, "idempotency_compressed_records_total",
@@ -154,7 +157,7 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
            "idempotency_redis_abandoned_total{operation=\"release\"} %uA\n",
         c[static_cast<unsigned>(Counter::abandoned_stores)], c[static_cast<unsigned>(Counter::abandoned_releases)]);
     put(t, "# HELP idempotency_redis_stores_out_of_memory_total Responses Redis refused for memory (OOM): each "
-           "keeps its claim for idempotency_ttl while the store is tried again, and after it gives up.\n"
+           "keeps its claim for idempotency_ttl while the store is tried again until Redis takes writes.\n"
            "# TYPE idempotency_redis_stores_out_of_memory_total counter\n"
            "idempotency_redis_stores_out_of_memory_total %uA\n",
         c[static_cast<unsigned>(Counter::stores_kept_for_memory)]);

@@ -18,6 +18,7 @@ enum class Counter : unsigned {
     zone_full_claims, zone_full_stores,  // the shared memory zone store had no room
     abandoned_stores, abandoned_releases,  // owed to Redis, given up after retrying or at worker exit
     stores_kept_for_memory,  // responses Redis refused for memory (OOM), their claims kept for idempotency_ttl
+    oom_markers,  // ... of which the worker held only the marker (idempotency_redis_oom_buffer full)
     redis_tls_failures,  // TLS handshakes or certificate checks that failed
     live_logs_given_up,  // live logs whose appends failed (feed.cpp)
     wait_timeouts,  // duplicates whose idempotency_wait ran out with the original in flight (wait.cpp)

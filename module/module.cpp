@@ -47,6 +47,8 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_redis_cluster"), NGX_CONF_1MORE, redis::set_redis, static_cast<ngx_uint_t>(RedisKind::cluster)),
     directive(ngx_string("idempotency_redis_sentinel"), NGX_CONF_2MORE, redis::set_redis, static_cast<ngx_uint_t>(RedisKind::sentinel)),
     {ngx_string("idempotency_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, zone::set_zone, NGX_HTTP_MAIN_CONF_OFFSET, 0, nullptr},
+    {ngx_string("idempotency_redis_oom_buffer"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_size_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(MainConf, oom_buffer), nullptr},
     directive(ngx_string("idempotency_store"), NGX_CONF_TAKE1, zone::set_store),
     directive(ngx_string("idempotency_redis_timeout"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, redis_timeout)),
     directive(ngx_string("idempotency_redis_ssl_verify"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, redis_tls.verify)),
@@ -145,7 +147,15 @@ void* create_main_conf(ngx_conf_t* cf)
     if (mcf == nullptr || ngx_array_init(&mcf->servers, cf->pool, 2, sizeof(RedisServer*)) != NGX_OK) {
         return nullptr;
     }
+    mcf->oom_buffer = NGX_CONF_UNSET_SIZE;
     return mcf;
+}
+
+char* init_main_conf(ngx_conf_t*, void* conf)
+{
+    auto* mcf = static_cast<MainConf*>(conf);
+    ngx_conf_init_size_value(mcf->oom_buffer, 16 * 1024 * 1024);
+    return NGX_CONF_OK;
 }
 
 void* create_loc_conf(ngx_conf_t* cf)
@@ -333,7 +343,7 @@ ngx_http_module_t module_ctx = {
     add_variables,      // preconfiguration
     postconfiguration,  // postconfiguration
     create_main_conf,   // create main configuration
-    nullptr,            // init main configuration
+    init_main_conf,     // init main configuration
     nullptr,            // create server configuration
     nullptr,            // merge server configuration
     create_loc_conf,    // create location configuration

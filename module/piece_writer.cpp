@@ -98,8 +98,14 @@ std::string_view piece_key(const PieceWriter* w, std::uint32_t index, char* out)
 // the store cannot say what became of the record, they are left to expire.
 void settle(PieceWriter* w)
 {
-    if (w->state == WriterState::capturing || w->at != PieceAt::none
-        || (w->state == WriterState::keeping && !w->record_told)) {
+    if (w->state == WriterState::capturing || w->at != PieceAt::none) {
+        return;
+    }
+    if (w->state == WriterState::keeping && !w->record_told) {
+        // the record's outcome may take long (a store Redis refused for
+        // memory waits for room): no piece is held meanwhile
+        ngx_free(w->value);
+        w->value = nullptr;
         return;
     }
     bool keep = w->state == WriterState::keeping && w->record == StoreOutcome::stored;

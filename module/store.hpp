@@ -180,14 +180,18 @@ public:
     // release until the claim would have expired anyway. lock_ttl_ms 0:
     // the longest lock_ttl this store has claimed or renewed with.
     // A response refused for memory (OOM) keeps its key: the claim is
-    // extended to ttl_ms (which needs no memory) while the store is tried
-    // again and after it gives up, so no retry executes a second time.
+    // extended to ttl_ms from that refusal (which needs no memory), so no
+    // retry executes a second time, and the store is tried again until it
+    // lands or that extended life ends — with `record`, or, when the worker
+    // already holds as many bytes for such stores as it may, with `marker`
+    // (the unreplayable marker, sealed as the record is; a Redis store
+    // copies it): once Redis takes writes again, the key gets its answer.
     // `lease`: the claim's lease (lease.hpp; nullptr: none), judged when the
     // store leaves: while it holds, a store may skip the fence. `record`:
     // bytes it owns the store keeps as they are, borrowed ones it copies.
     // `notice` is told what became of the record (the writer of its pieces
     // deletes them when it did not land, piece_writer.hpp).
-    virtual void complete(std::string_view key, std::string_view claim, RecordBytes record,
+    virtual void complete(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
                           std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease,
                           StoreNotice notice = {}) noexcept = 0;
     virtual void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms = 0) noexcept = 0;

@@ -103,3 +103,33 @@ GET /_count/exit/2
 --- response_body: 1
 --- error_log eval
 qr/\[error\] .*the worker exits before it could store the response for "idem:[0-9a-f]+"/
+
+
+=== TEST 3: reload while a response kept for memory waits for a Redis that stays full: the old worker abandons it once the window any store gets is over (idempotency_lock_ttl, at least 20 s), logs it, and exits; the claim stays, nothing runs again
+--- http_config
+# the record's size is what this block is about: kept uncompressed
+idempotency_compress off;
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config
+location / {
+    idempotency on;
+    idempotency_lock_ttl 2s;
+    idempotency_max_response_size 4m;
+    proxy_pass http://backend;
+}
+--- init
+main::leave_no_room_for_large_stores();
+my ($old) = IdempotencyTest::worker_pids();
+Test::More::is(IdempotencyTest::nginx_post('/exit/3?size=1000000', 'exit-3'), 201, 'TEST 3: the original is answered in full');
+Test::More::ok(IdempotencyTest::error_log_has('is out of memory and refused the response'), 'TEST 3: the store is refused for memory');
+kill 'HUP', IdempotencyTest::master_pid();
+Test::More::ok(IdempotencyTest::wait_until(sub { !kill(0, $old) }, 30),
+               'TEST 3: the old worker exits within the window, not at the end of idempotency_ttl');
+Test::More::is(main::kind_of('exit-3'), 'claim', 'TEST 3: the claim stays: retries get 409 until it expires');
+IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', 0);
+--- request
+GET /_count/exit/3
+--- response_body: 1
+--- error_log eval
+qr/\[error\] .*the worker exits before it could store the response for "idem:[0-9a-f]+" on Redis \S+: its claim, kept for idempotency_ttl/
+--- timeout: 10

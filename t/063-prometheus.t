@@ -109,7 +109,7 @@ sub scenario {
                            redis_reconnects_total redis_tls_failures_total live_logs_given_up_total
                            wait_timeouts_total stored_responses_total stored_bytes_total compressed_records_total
                            compression_saved_bytes_total redis_abandoned_total
-                           redis_stores_out_of_memory_total zone_full_total
+                           redis_stores_out_of_memory_total redis_oom_markers_total zone_full_total
                            redis_rtt_seconds_bucket redis_rtt_seconds_sum redis_rtt_seconds_count
                            wait_seconds_bucket wait_seconds_sum wait_seconds_count)),
                    'every metric of the page, and no other');

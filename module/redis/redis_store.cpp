@@ -111,10 +111,10 @@ public:
     // as `MULTI; PEXPIRETIME; SET key record PX ttl XX GET; EXEC`: plain
     // commands instead of a script. Any attempt after the first, and one
     // that leaves past the lease, is the fenced script.
-    void complete(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
-                  std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept override
+    void complete(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
+                  std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept override
     {
-        calls_.store(key, claim, std::move(record), ttl_ms, lock_ttl_or_longest(lock_ttl_ms), lease, notice);
+        calls_.store(key, claim, std::move(record), marker, ttl_ms, lock_ttl_or_longest(lock_ttl_ms), lease, notice);
         Connection::send_queued();  // before the response's end goes on to the client
     }
 
@@ -412,6 +412,7 @@ const RedisServer* const* worker_servers = nullptr;
 
 ngx_int_t start_worker_stores(ngx_cycle_t* cycle, const MainConf& conf) noexcept
 {
+    set_oom_buffer(conf.oom_buffer);
     if (conf.servers.nelts == 0) {
         return NGX_OK;
     }

@@ -76,11 +76,18 @@ std::uint64_t renewing_max_delay_ms(std::uint64_t lock_ttl_ms) noexcept
     return std::max<std::uint64_t>(lock_ttl_ms / 3, 1);
 }
 
+void Retry::count_failure(std::uint64_t now) noexcept
+{
+    if (failures++ == 0) {
+        started = now;
+    }
+}
+
 bool Retry::next(std::uint64_t now, std::uint64_t window, std::uint64_t max_delay, std::uint64_t& wait) noexcept
 {
-    bool first = failures++ == 0;
+    bool first = failures == 0;
+    count_failure(now);
     if (first) {
-        started = now;
         deadline = now + window;
     }
     delay = retry_backoff.after(first ? 0 : delay);

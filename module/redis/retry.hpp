@@ -1,10 +1,12 @@
 // redis/retry.hpp — what the Redis store does when a command it owes Redis
 // (storing a response, releasing a key, renewing a claim) fails for now:
 // which error replies mean "not now" rather than "never", how long to wait
-// before the next attempt (the module's one backoff, timing.hpp), and for
-// how long to keep trying. Pure.
+// before the next attempt (the module's one backoff, timing.hpp), for how
+// long to keep trying, and how many bytes of responses Redis refused for
+// memory a worker may hold meanwhile. Pure.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -52,6 +54,59 @@ struct Retry {
     // After a failure at `now`: true, with the wait before the next
     // attempt, or false when the window is over.
     bool next(std::uint64_t now, std::uint64_t window, std::uint64_t max_delay, std::uint64_t& wait) noexcept;
+    // A failure at `now` whose next attempt another schedule decides (a
+    // store kept for memory, below).
+    void count_failure(std::uint64_t now) noexcept;
+};
+
+// A response Redis refused for memory (OOM) is kept: its claim lives
+// idempotency_ttl from that first refusal (extending a key needs no memory),
+// and the store is tried again until it lands or that life ends. It waits
+// with the others kept by the worker's store for that Redis, and one of
+// them, the oldest first, is tried this often: Redis is asked no more while
+// it is full, however many are kept.
+constexpr std::uint64_t oom_probe_interval_ms = 1000;
+// Each response Redis takes — the one tried, or any other — sends this many
+// kept ones again at once: once Redis takes writes, every kept response goes
+// within a few round trips of the first that lands (doubling), and a Redis
+// that takes some writes and refuses others is sent at most this many kept
+// stores per write it took.
+constexpr std::size_t kept_stores_per_landing = 2;
+
+// What is left, at `now`, of a kept claim's life that ends at `until`; 0
+// once it is over.
+constexpr std::uint64_t kept_life_left(std::uint64_t until, std::uint64_t now) noexcept
+{
+    return until > now ? until - now : 0;
+}
+
+// The bytes of the records a worker holds to store again while Redis
+// refuses them for memory (idempotency_redis_oom_buffer): a record that
+// does not fit in what is left is not held, and the unreplayable marker
+// (a few dozen bytes) is kept instead.
+class HoldBudget {
+public:
+    explicit HoldBudget(std::size_t limit = 0) noexcept : limit_(limit) {}
+
+    // Holds `bytes` if they fit beside what is held: true, and counted.
+    bool take(std::size_t bytes) noexcept
+    {
+        if (held_ > limit_ || bytes > limit_ - held_) {
+            return false;
+        }
+        held_ += bytes;
+        return true;
+    }
+    // Bytes taken earlier are no longer held.
+    void give_back(std::size_t bytes) noexcept { held_ -= bytes < held_ ? bytes : held_; }
+    void set_limit(std::size_t limit) noexcept { limit_ = limit; }
+
+    std::size_t held() const noexcept { return held_; }
+    std::size_t limit() const noexcept { return limit_; }
+
+private:
+    std::size_t limit_;
+    std::size_t held_ = 0;
 };
 
 }  // namespace idem::redis

@@ -13,7 +13,6 @@
 #include "replies.hpp"
 
 namespace idem::redis {
-namespace {
 
 // An exiting worker tries what it owes Redis until worker_shutdown_timeout
 // (from when it is first seen exiting), when that is set; past it, true.
@@ -33,13 +32,14 @@ bool past_exit_deadline() noexcept
     return ngx_current_msec >= deadline;
 }
 
-}  // namespace
-
 ScriptCalls::~ScriptCalls()
 {
     closing_ = true;
     while (calls_ != nullptr) {
         abandon(calls_);
+    }
+    if (probe_.timer_set) {
+        ngx_del_timer(&probe_);
     }
 }
 
@@ -61,30 +61,38 @@ void ScriptCalls::call(Script& script, Role role, const std::string_view* args, 
     start(new_with_args<ScriptCall>(args, argc, log_), script, role, lock_ttl_ms, lease);
 }
 
-void ScriptCalls::store(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
-                        std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept
+void ScriptCalls::store(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
+                        std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept
 {
     if (closing_) {
         notice.tell(StoreOutcome::unknown);
         return;  // worker exit: nothing new is sent
     }
+    // The record lies apart from the call's other arguments, so that a
+    // store kept for memory can let it go for its marker (kept_stores.cpp):
+    // bytes it owns it keeps as they are, borrowed ones (a marker) it copies.
+    if (!record.owns()) {
+        std::string_view bytes = record.view();
+        auto* copy = static_cast<char*>(ngx_alloc(ngx_max(bytes.size(), 1), log_));
+        if (copy != nullptr && !bytes.empty()) {
+            std::memcpy(copy, bytes.data(), bytes.size());
+        }
+        record = RecordBytes::owned(copy, {copy, copy != nullptr ? bytes.size() : 0});
+    }
     char ttl[NGX_INT64_LEN];
     size_t ttl_len = decimal(ttl_ms, ttl);
-    bool keep = record.owns();  // kept as it is, not copied
-    std::string_view args[] = {key, claim, {}, {ttl, ttl_len}};
-    if (!keep) {
-        args[store_record_arg] = record.view();
-    }
-    auto* call = new_with_args<ScriptCall>(args, 4, log_);
+    std::string_view args[] = {key, claim, {}, {ttl, ttl_len}, marker};
+    auto* call = record.owns() ? new_with_args<ScriptCall>(args, 5, log_) : nullptr;
     if (call == nullptr) {
         notice.tell(StoreOutcome::not_stored);
     } else {
+        call->args.count = store_sent_args;
+        call->marker = call->args[store_marker_arg];
         call->notice = notice;
-    }
-    if (call != nullptr && keep) {
         call->args.arg[store_record_arg] = record.view().data();
         call->args.len[store_record_arg] = record.view().size();
         call->record = std::move(record);
+        call->ttl_ms = ttl_ms;
     }
     start(call, complete_script, Role::store, lock_ttl_ms, lease);
 }
@@ -113,6 +121,7 @@ void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64
     // shutdown) alive until it lands or its window ends, no longer than
     // worker_shutdown_timeout when that is set (see failed()).
     set_event(call->retry_timer, on_retry_timer, call, log_, !owed(role));
+    ngx_queue_init(&call->parked);  // not parked: kept for memory, it waits there between attempts
     call->next = calls_;
     if (calls_ != nullptr) {
         calls_->prev = call;
@@ -188,32 +197,11 @@ void ScriptCalls::send(ScriptCall* call) noexcept
     }
 }
 
-// A response Redis refused for memory: extending a key's TTL needs none, so
-// its claim is kept for idempotency_ttl — pushed out again before every
-// attempt, and left so when the store gives up — and no retry executes the
-// request again before the store lands or idempotency_ttl passes.
-void ScriptCalls::keep_claim(ScriptCall* store) noexcept
-{
-    std::string_view key = key_of(store), ttl = store->args[3];
-    ngx_int_t ttl_ms = ngx_atoi(reinterpret_cast<u_char*>(const_cast<char*>(ttl.data())), ttl.size());
-    if (ttl_ms == NGX_ERROR) {
-        return;
-    }
-    if (!store->kept) {
-        store->kept = true;
-        count(Counter::stores_kept_for_memory);
-        ngx_log_error(NGX_LOG_ERR, log_, 0,
-                      "idempotency: Redis %V is out of memory and refused the response for \"%*s\": its claim is "
-                      "kept for idempotency_ttl (%i ms), so that no retry executes the request again, and the "
-                      "store is tried again", &server_.name, key.size(), key.data(), ttl_ms);
-    }
-    renew(key, store->args[1], static_cast<std::uint64_t>(ttl_ms), Role::keepalive);
-}
-
 // This attempt did not do it, and another may: a lost reply (a fenced
 // script may run twice), or an error reply that says "not now". The
 // next one is sent after a backoff, within the call's window; a
-// response renews its claim before each one.
+// response renews its claim before each one. A response refused for
+// memory is kept instead, until Redis takes writes (kept_stores.cpp).
 void ScriptCalls::failed(ScriptCall* call, std::string_view why) noexcept
 {
     call->leased = false;  // every attempt after the first is the fenced script
@@ -232,14 +220,19 @@ void ScriptCalls::failed(ScriptCall* call, std::string_view why) noexcept
         abandon(call);
         return;
     }
-    if (keeps_claim && is_out_of_memory(why)) {
-        keep_claim(call);
+    if (keeps_claim && (call->kept != Kept::no || is_out_of_memory(why))) {
+        call->retry.count_failure(ngx_current_msec);
+        if (call->kept == Kept::no) {
+            keep(call);
+        }
+        park(call);
+        return;
     }
     if (!call->retry.next(ngx_current_msec, window, max_delay, wait)) {
         give_up(call);
         return;
     }
-    if (first && call->role != Role::renewal && !call->kept) {
+    if (first && call->role != Role::renewal) {
         std::string_view key = key_of(call);
         ngx_log_error(NGX_LOG_WARN, log_, 0,
                       "idempotency: cannot %s for \"%*s\" on Redis %V now: %*s; trying again for up to %M ms%s",
@@ -258,13 +251,8 @@ void ScriptCalls::on_retry_timer(ngx_event_t* ev)
     ScriptCalls* self = call->owner;
     if (call->role == Role::store) {
         // Ahead of the store on the same connection: the claim lives
-        // another lock_ttl (idempotency_ttl once refused for memory),
-        // whatever this attempt meets.
-        if (call->kept) {
-            self->keep_claim(call);
-        } else {
-            self->renew(key_of(call), call->args[1], call->lock_ttl_ms, Role::keepalive);
-        }
+        // another lock_ttl, whatever this attempt meets.
+        self->renew(key_of(call), call->args[1], call->lock_ttl_ms, Role::keepalive);
     }
     self->send(call);
 }
@@ -277,10 +265,11 @@ void ScriptCalls::give_up(ScriptCall* call) noexcept
                   call->script->purpose, key.size(), key.data(), &server_.name,
                   static_cast<ngx_uint_t>(call->retry.failures),
                   static_cast<ngx_msec_t>(ngx_current_msec - call->retry.started), call->error_len, call->error);
-    if (call->kept) {
+    if (call->kept != Kept::no) {
         ngx_log_error(NGX_LOG_ERR, log_, 0,
-                      "idempotency: the claim on \"%*s\" stays until idempotency_ttl: its retries get 409, "
-                      "never a second execution", key.size(), key.data());
+                      "idempotency: the claim on \"%*s\", kept for idempotency_ttl since Redis refused its "
+                      "response for memory, expires now: a retry executes the request again, as after its record "
+                      "had expired", key.size(), key.data());
     }
     count_abandoned(call);
     call->outcome = StoreOutcome::not_stored;
@@ -292,8 +281,11 @@ void ScriptCalls::abandon(ScriptCall* call) noexcept
     if (owed(call->role)) {
         std::string_view key = key_of(call);
         ngx_log_error(NGX_LOG_ERR, log_, 0,
-                      "idempotency: the worker exits before it could %s for \"%*s\" on Redis %V",
-                      call->script->purpose, key.size(), key.data(), &server_.name);
+                      "idempotency: the worker exits before it could %s for \"%*s\" on Redis %V%s",
+                      call->script->purpose, key.size(), key.data(), &server_.name,
+                      call->kept != Kept::no ? ": its claim, kept for idempotency_ttl since Redis refused the "
+                                               "response for memory, stays until then (retries get 409, never a "
+                                               "second execution)" : "");
         count_abandoned(call);
     }
     finish(call);
@@ -316,6 +308,8 @@ void ScriptCalls::finish(ScriptCall* call) noexcept
     if (call->retry_timer.timer_set) {
         ngx_del_timer(&call->retry_timer);
     }
+    unpark(call);
+    release_held(call);
     (call->prev ? call->prev->next : calls_) = call->next;
     if (call->next != nullptr) {
         call->next->prev = call->prev;
@@ -397,6 +391,9 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
         // script is fenced, so running it again is safe.
         self->failed(call, "the connection was lost");
         return;
+    }
+    if (call->role == Role::store && reply->type != REDIS_REPLY_ERROR) {
+        self->send_parked(kept_stores_per_landing);  // Redis took a response: kept ones follow
     }
     if (call->leased && reply->type != REDIS_REPLY_ERROR) {
         self->leased_stored(call, reply);

@@ -5,11 +5,12 @@
 // (retry.hpp) from a timer, until it lands or its window ends. A response
 // chooses how it goes as it leaves: within its claim's lease, `MULTI;
 // PEXPIRETIME; SET ... XX GET; EXEC` (lease.hpp), else the script. A
-// response refused for memory keeps its claim for idempotency_ttl. An
-// exiting worker finishes what it can and abandons the rest (logged and
-// counted).
+// response refused for memory keeps its claim for idempotency_ttl and is
+// kept until Redis takes writes again (kept_stores.cpp). An exiting worker
+// finishes what it can and abandons the rest (logged and counted).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -45,6 +46,12 @@ constexpr bool owed(Role role) noexcept
     return role == Role::store || role == Role::release || role == Role::restore;
 }
 
+// What a store Redis refused for memory holds until it lands
+// (kept_stores.cpp): nothing yet (not refused for memory), its record, or
+// only the unreplayable marker, the worker holding as many record bytes
+// for such stores as idempotency_redis_oom_buffer allows.
+enum class Kept : std::uint8_t { no, record, marker };
+
 // A fenced script call; owns copies of its arguments so it can be sent
 // again: as EVAL after NOSCRIPT, after a lost reply, after a transient
 // error. Linked in its store's list from creation to finish.
@@ -61,16 +68,31 @@ struct ScriptCall {
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
     bool leased;     // the attempt in flight is a store within the claim's lease (chosen as it left)
-    bool kept;       // a store refused for memory: its claim is kept for idempotency_ttl
+    Kept kept;       // a store refused for memory: its claim kept for idempotency_ttl, and what it holds
+    std::uint64_t ttl_ms;      // a store's: the record's life (idempotency_ttl, or the upstream's)
+    std::uint64_t kept_until;  // kept: when its claim's extended life ends (ngx_current_msec)
+    ngx_queue_t parked;        // kept, and waiting for its next attempt: in its ScriptCalls' queue
     Lease* lease;    // a store's or a renewal's claim lease (held), nullptr: none
-    RecordBytes record;  // a store's record when it was handed over: args[store_record_arg] views it
+    RecordBytes record;  // a store's record (its own bytes): args[store_record_arg] views it
+    std::string_view marker;  // a store's unreplayable marker, stored instead of a record it cannot hold
     StoreNotice notice;    // a store's: told its outcome when the call finishes
     StoreOutcome outcome;  // ... as the last answer left it (unknown until one came)
-    OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV (copies, but for a record handed over)
+    OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV (copies, but for a store's record)
 };
 
-// A store's arguments: KEYS[1] = key, ARGV = claim, record, ttl.
+// A store's arguments: KEYS[1] = key, ARGV = claim, record, ttl; after
+// them, not sent, its marker.
 constexpr int store_record_arg = 2;
+constexpr int store_sent_args = 4;
+constexpr int store_marker_arg = 4;
+
+// True once an exiting worker has tried what it owes Redis for
+// worker_shutdown_timeout (when that is set).
+bool past_exit_deadline() noexcept;
+
+// The worker's idempotency_redis_oom_buffer: the most record bytes its
+// stores hold for responses Redis refused for memory (kept_stores.cpp).
+void set_oom_buffer(std::size_t bytes) noexcept;
 
 // `n` in decimal at `out` (room for NGX_INT64_LEN); its length.
 inline size_t decimal(std::uint64_t n, char* out) noexcept
@@ -83,6 +105,10 @@ public:
     ScriptCalls(const RedisServer& server, Router& router, ngx_log_t* log) noexcept
         : server_(server), router_(router), log_(log)
     {
+        ngx_queue_init(&parked_);
+        // not cancelable: an exiting worker waits for its kept stores, as
+        // for the rest of what it owes, within their window
+        set_event(probe_, on_probe, this, log_);
     }
     // Abandons every call left (logged and counted).
     ~ScriptCalls();
@@ -99,9 +125,11 @@ public:
     // Stores a response's `record` under `key` for ttl_ms, fenced by
     // `claim`: record bytes it owns the call keeps (freed when it is done),
     // borrowed ones it copies. Its first attempt goes unfenced if it leaves
-    // while `lease` holds. `notice` is told what became of it.
-    void store(std::string_view key, std::string_view claim, RecordBytes record, std::uint64_t ttl_ms,
-               std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice = {}) noexcept;
+    // while `lease` holds. `marker` (copied) goes instead of a record Redis
+    // refused for memory that the worker cannot hold. `notice` is told
+    // what became of it.
+    void store(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
+               std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice = {}) noexcept;
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
                Lease* lease = nullptr) noexcept;
 
@@ -111,8 +139,17 @@ private:
     void send(ScriptCall* call) noexcept;
     static int script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept;
     static void render_store(void* data, LateWords& out);
-    void keep_claim(ScriptCall* store) noexcept;
     void failed(ScriptCall* call, std::string_view why) noexcept;
+    // kept_stores.cpp: a response Redis refused for memory
+    void keep(ScriptCall* store) noexcept;
+    void keep_claim(ScriptCall* store) noexcept;
+    void park(ScriptCall* store) noexcept;
+    static void unpark(ScriptCall* store) noexcept;
+    static void release_held(ScriptCall* call) noexcept;
+    void probe() noexcept;
+    void attempt_kept(ScriptCall* store) noexcept;
+    void send_parked(std::size_t count) noexcept;
+    static void on_probe(ngx_event_t* ev);
     static void on_retry_timer(ngx_event_t* ev);
     void give_up(ScriptCall* call) noexcept;
     void abandon(ScriptCall* call) noexcept;
@@ -125,6 +162,8 @@ private:
     Router& router_;
     ngx_log_t* log_;
     ScriptCall* calls_ = nullptr;  // every call not finished: in flight, or waiting for its next attempt
+    ngx_queue_t parked_;           // stores kept for memory waiting for their next attempt, oldest first
+    ngx_event_t probe_{};          // the next attempt of the oldest of them (retry.hpp: oom_probe_interval_ms)
     bool closing_ = false;
 };
 

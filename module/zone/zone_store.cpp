@@ -67,7 +67,9 @@ public:
 
     // Under the mutex the fence costs nothing: no lease needed.
     // The record is copied into the zone (and freed here when it was handed over).
-    void complete(std::string_view key, std::string_view claim, RecordBytes record,
+    // (Under the mutex a store is never held for later: the marker a full
+    // zone keeps is made from the claim, in the claim's room.)
+    void complete(std::string_view key, std::string_view claim, RecordBytes record, std::string_view,
                   std::uint64_t ttl_ms, std::uint64_t, Lease*, StoreNotice notice) noexcept override
     {
         Stored outcome = store(key, claim, record.view(), ttl_ms);

@@ -123,3 +123,65 @@ TEST(OutOfMemory, OomAsItIsOrReportedByAScript)
     EXPECT_FALSE(is_out_of_memory("OOMX not a code"));
     EXPECT_FALSE(is_out_of_memory(""));
 }
+
+TEST(Retry, AFailureCountedForAnotherScheduleKeepsWhenTheFirstCame)
+{
+    Retry retry;
+    retry.count_failure(700);
+    retry.count_failure(1700);
+    EXPECT_EQ(retry.failures, 2u);
+    EXPECT_EQ(retry.started, 700u);
+    // and a store first retried on the backoff keeps its first failure too
+    Retry backoff;
+    std::uint64_t wait = 0;
+    ASSERT_TRUE(backoff.next(100, 20000, 1000, wait));
+    backoff.count_failure(5000);
+    EXPECT_EQ(backoff.started, 100u);
+    EXPECT_EQ(backoff.failures, 2u);
+}
+
+TEST(KeptStore, ItsClaimsLifeIsCountedDownToNothing)
+{
+    using idem::redis::kept_life_left;
+    EXPECT_EQ(kept_life_left(3600000, 1000), 3599000u);
+    EXPECT_EQ(kept_life_left(3600000, 3600000), 0u);
+    EXPECT_EQ(kept_life_left(3600000, 3600001), 0u);
+    // tried once a second: about a second from Redis taking writes again
+    EXPECT_EQ(idem::redis::oom_probe_interval_ms, 1000u);
+}
+
+TEST(HoldBudget, RecordsAreHeldUpToTheLimitAndNoByteBeyond)
+{
+    idem::redis::HoldBudget budget(1000);
+    EXPECT_TRUE(budget.take(600));
+    EXPECT_TRUE(budget.take(400));  // exactly the limit
+    EXPECT_FALSE(budget.take(1));   // not one byte more: the marker instead
+    EXPECT_EQ(budget.held(), 1000u);
+    budget.give_back(400);
+    EXPECT_FALSE(budget.take(401));
+    EXPECT_TRUE(budget.take(400));
+    EXPECT_FALSE(budget.take(static_cast<std::size_t>(-1)));  // no overflow past the limit
+    EXPECT_EQ(budget.held(), 1000u);
+}
+
+TEST(HoldBudget, ALimitOfNothingHoldsNothing)
+{
+    idem::redis::HoldBudget budget(0);
+    EXPECT_FALSE(budget.take(1));
+    EXPECT_TRUE(budget.take(0));
+    EXPECT_EQ(budget.held(), 0u);
+}
+
+TEST(HoldBudget, ALimitLoweredBelowWhatIsHeldHoldsNothingMore)
+{
+    idem::redis::HoldBudget budget(1000);
+    ASSERT_TRUE(budget.take(800));
+    budget.set_limit(500);
+    EXPECT_FALSE(budget.take(0));
+    EXPECT_FALSE(budget.take(1));
+    budget.give_back(800);
+    EXPECT_EQ(budget.held(), 0u);
+    EXPECT_TRUE(budget.take(500));
+    budget.give_back(9999);  // never below nothing
+    EXPECT_EQ(budget.held(), 0u);
+}

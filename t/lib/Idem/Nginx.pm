@@ -331,7 +331,8 @@ sub log_findings {
         if ($line =~ /\[(?:alert|crit|emerg)\]|signal 11|core dumped|segfault/i) {
             push @bad, $line unless $allowed && $line =~ $allowed;
         } elsif ($line =~ /\[(error|warn)\] \d+#\d+: (?:\*\d+ )?(.*?)(?:, client: .*)?$/) {
-            (my $msg = "[$1] $2") =~ s/\d+/N/g;
+            (my $msg = "[$1] $2") =~ s/"idem:[0-9a-f]{64}"/"KEY"/g;   # one line per message, not per key
+            $msg =~ s/\d+/N/g;
             $errors{$msg}++;
         }
     }

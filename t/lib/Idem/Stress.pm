@@ -34,8 +34,9 @@
 #                        Redis, zone "stress", upstream "payments", the
 #                        scenario locations (/s1w0/ ... /s7w5/), /metrics,
 #                        X-Idempotency-Status; o{workers}, o{main},
-#                        o{locations} (more), o{backend} (an nginx backend
-#                        answering 201 itself, for /s6/)
+#                        o{http} (more in the http block), o{locations}
+#                        (more), o{backend} (an nginx backend answering 201
+#                        itself, for /s6/)
 #   scenario_begin($id, $title), scenario_end($sc)
 #                        scenario_end asserts that no sanitizer report was
 #                        written and prints the scenario's figures
@@ -147,6 +148,7 @@ sub gateway {
     idempotency_zone zone=stress:16m;
     idempotency_scope "";               # one caller: the load generator
     upstream payments { server 127.0.0.1:@{[ upstream_port() ]}; }
+@{[ $o{http} // '' ]}
 HTTP
         return $text unless $o{backend};
         my ($port, $pad) = ($ng->{ports}[0], 'x' x 600);
