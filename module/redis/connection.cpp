@@ -237,7 +237,8 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
         void* data = p->data;
         free_reply(p->error);
         pipeline_.give_back(p);
-        if (handler != nullptr && handler != on_handshake_reply && handler != on_memory_info) {
+        if (handler != nullptr && handler != on_handshake_reply && handler != on_memory_info
+            && handler != on_server_info) {
             handler(data, nullptr);
         }
         p = next;
@@ -249,6 +250,7 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
 
 void Connection::close_socket() noexcept
 {
+    features_ = ServerFeatures{};  // the next connection learns its server's anew
     if (conn_ != nullptr) {
         ngx_pool_t* pool = conn_->pool;
         tls_.close(conn_);
@@ -292,7 +294,7 @@ void Connection::flush() noexcept
 {
     for (;;) {
         // A late command chooses its words now, as it leaves (pipeline.hpp).
-        if (!pipeline_.render_due()) {
+        if (!pipeline_.render_due(features_)) {
             fail("out of memory", 0);
             return;
         }

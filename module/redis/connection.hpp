@@ -137,6 +137,7 @@ private:
     static void on_tls_handshake(ngx_connection_t* c);
     static void on_handshake_reply(void* data, redisReply* reply);
     static void on_memory_info(void* data, redisReply* reply);
+    static void on_server_info(void* data, redisReply* reply);
 
     const ngx_str_t& name_;
     Addresses addrs_;
@@ -153,6 +154,7 @@ private:
     TlsClient tls_;
 
     Pipeline pipeline_;
+    ServerFeatures features_;  // what this connection's server runs, once its INFO server came back
 
     ngx_msec_t timeout_ = 0;  // unset until the first user sets it
     ngx_msec_t backoff_ = 0;  // the last wait before reconnecting; 0: the last connect worked

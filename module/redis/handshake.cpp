@@ -11,17 +11,22 @@ namespace idem::redis {
 
 // AUTH and SELECT go first on every new connection, pipelined with whatever
 // was queued meanwhile; a failure of either closes the connection. On a data
-// node, INFO memory follows them: an eviction policy other than noeviction
-// is worth a warning, once per connection.
+// node, INFO server and INFO memory follow them: the first tells which
+// conditional writes the server runs (info.hpp; commands that leave before
+// its answer is back go as on a server without them), and an eviction
+// policy other than noeviction is worth a warning, once per connection.
 bool Connection::handshake() noexcept
 {
     // pushed to the front in reverse: AUTH, then SELECT, then INFO go out
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: handshake:%s%s%s", &name_,
-                   auth_.password.len ? " AUTH" : "", auth_.db != 0 ? " SELECT" : "", data_node_ ? " INFO memory" : "");
+                   auth_.password.len ? " AUTH" : "", auth_.db != 0 ? " SELECT" : "",
+                   data_node_ ? " INFO server, INFO memory" : "");
     if (data_node_) {
-        const char* argv[] = {"INFO", "memory"};
+        const char* memory[] = {"INFO", "memory"};
+        const char* server[] = {"INFO", "server"};
         const size_t lens[] = {4, 6};
-        if (!pipeline_.push(2, argv, lens, on_memory_info, this, true)) {
+        if (!pipeline_.push(2, memory, lens, on_memory_info, this, true)
+            || !pipeline_.push(2, server, lens, on_server_info, this, true)) {
             return false;
         }
     }
@@ -62,6 +67,20 @@ void Connection::on_handshake_reply(void* data, redisReply* reply)
     }
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: handshake step %s", &self->name_,
                    reply != nullptr ? "accepted" : "lost with the connection");
+}
+
+void Connection::on_server_info(void* data, redisReply* reply)
+{
+    auto* self = static_cast<Connection*>(data);
+    if (reply == nullptr || reply->type != REDIS_REPLY_STRING) {
+        return;  // lost with the connection, or INFO refused: no conditional writes assumed
+    }
+    self->features_ = server_features({reply->str, reply->len});
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: conditional writes: SET IFEQ %s, %s",
+                   &self->name_, self->features_.set_ifeq ? "yes" : "no",
+                   self->features_.del == ConditionalDelete::delifeq      ? "DELIFEQ"
+                   : self->features_.del == ConditionalDelete::delex_ifeq ? "DELEX IFEQ"
+                                                                           : "no conditional delete");
 }
 
 void Connection::on_memory_info(void* data, redisReply* reply)

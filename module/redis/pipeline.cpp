@@ -212,14 +212,14 @@ bool Pipeline::push_late(Late late, ReplyHandler handler, void* data) noexcept
     return true;
 }
 
-bool Pipeline::render_due() noexcept
+bool Pipeline::render_due(const ServerFeatures& features) noexcept
 {
     Pending* p = late_head_;
     if (p == nullptr || p->at != base_ + out_pos_) {
         return true;  // none, or something queued before it has not left yet
     }
     LateWords words;
-    p->late.render(p->late.data, words);
+    p->late.render(p->late.data, features, words);
     size_t size = 0;
     for (int i = 0; i < words.commands; i++) {
         size += resp_size(words.argc[i], words.lens[i]);

@@ -7,12 +7,14 @@
 // has been sent: its words are chosen then, at the moment it leaves, not
 // when it was queued (a store within its claim's lease, lease.hpp). It
 // may be several commands (a MULTI ... EXEC) whose replies come to its one
-// handler as one: the last, or the first error among them.
+// handler as one: the last, or the first error among them. It is told what
+// the server it leaves for runs (info.hpp: its conditional writes).
 #pragma once
 
 #include <cstdint>
 
 #include "../ngx.hpp"
+#include "info.hpp"
 
 struct redisReply;
 
@@ -36,8 +38,8 @@ struct LateWords {
     void add(int n, const char* const* words, const std::size_t* word_lens) noexcept;
 };
 
-// Fills in at least one command.
-using Render = void (*)(void* data, LateWords& out);
+// Fills in at least one command, for a server that runs `features`.
+using Render = void (*)(void* data, const ServerFeatures& features, LateWords& out);
 
 struct Late {
     Render render = nullptr;  // nullptr: an ordinary command
@@ -73,8 +75,9 @@ public:
     bool push_late(Late late, ReplyHandler handler, void* data) noexcept;
 
     // Writes the late command that is next to leave, if everything before
-    // it has been sent; false when out of memory.
-    bool render_due() noexcept;
+    // it has been sent, for a server that runs `features`; false when out
+    // of memory.
+    bool render_due(const ServerFeatures& features) noexcept;
     // The bytes that may leave now (up to the next late command); sent(n)
     // when n of them left.
     u_char* unsent() const noexcept { return reinterpret_cast<u_char*>(out_ + out_pos_); }

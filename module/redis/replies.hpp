@@ -1,7 +1,8 @@
 // redis/replies.hpp — the replies the Redis store reads, in the core's
 // terms: to the claim, `SET key claim NX PX ttl GET` (decide.hpp takes it
 // from there), and to a response stored within the claim's lease, `SET key
-// record PX ttl XX GET` (lease.hpp). Pure: hiredis's reply structure only.
+// record PX ttl XX GET` (lease.hpp), and to the conditional writes of the
+// servers that run them (info.hpp). Pure: hiredis's reply structure only.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -138,6 +139,49 @@ inline LeasedStoreReply read_leased_store_reply(const redisReply* reply, std::st
         break;
     }
     return out;
+}
+
+// The conditional writes' replies, read as the fenced scripts' answers
+// (scripts.cpp): 1 done, or done already by an attempt whose reply was
+// lost; 0 the claim was not there; -1 anything else.
+//
+// A store, `SET key record IFEQ claim PX ttl GET`, answers what the key
+// held: our claim (stored now), our record (stored already), anything
+// else or nothing (not stored).
+inline int read_conditional_store(const redisReply* reply, std::string_view claim, std::string_view record) noexcept
+{
+    std::string_view found;
+    switch (read_bulk(reply, found)) {
+    case Bulk::nil:
+        return 0;
+    case Bulk::string:
+        return found == claim || found == record ? 1 : 0;
+    case Bulk::other:
+        break;
+    }
+    return -1;
+}
+
+// A renewal, `SET key claim IFEQ claim PX lock_ttl`: OK, or nil when the
+// claim is gone.
+inline int read_conditional_renewal(const redisReply* reply) noexcept
+{
+    if (reply != nullptr && reply->type == REDIS_REPLY_STATUS && std::string_view{reply->str, reply->len} == "OK") {
+        return 1;
+    }
+    return reply != nullptr && reply->type == REDIS_REPLY_NIL ? 0 : -1;
+}
+
+// A release, `DELIFEQ key claim` or `DELEX key IFEQ claim`: 1 deleted, 0
+// not (the key gone, or holding another value). A release sent again
+// after a lost reply may find the key gone by its own first attempt: 0
+// then counts as done.
+inline int read_conditional_release(const redisReply* reply, bool sent_before) noexcept
+{
+    if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER || (reply->integer != 0 && reply->integer != 1)) {
+        return -1;
+    }
+    return reply->integer == 1 || sent_before ? 1 : 0;
 }
 
 }  // namespace idem::redis

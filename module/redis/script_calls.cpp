@@ -130,69 +130,10 @@ void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64
     send(call);
 }
 
-// EVALSHA sha 1 KEY ARGV... (EVAL body ... once NOSCRIPT was seen); their count.
-int ScriptCalls::script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept
-{
-    bool with_body = call->with_body;
-    argv[0] = with_body ? "EVAL" : "EVALSHA";
-    lens[0] = with_body ? 4 : 7;
-    argv[1] = with_body ? call->script->body.data() : call->script->sha1;
-    lens[1] = with_body ? call->script->body.size() : 40;
-    argv[2] = "1";
-    lens[2] = 1;
-    for (int i = 0; i < call->args.count; i++) {
-        argv[3 + i] = call->args.arg[i];
-        lens[3 + i] = call->args.len[i];
-    }
-    return 3 + call->args.count;
-}
-
-// A response chooses its words as it leaves (pipeline.hpp), after whatever
-// it waited behind — the pipeline, a reconnect, a Sentinel's new master:
-// within its claim's lease (lease.hpp), first attempt only,
-//   MULTI; PEXPIRETIME KEY; SET KEY record PX ttl XX GET; EXEC
-// which also tells what it overwrote and until when that would have
-// lived; otherwise the fenced script.
-void ScriptCalls::render_store(void* data, LateWords& out)
-{
-    auto* call = static_cast<ScriptCall*>(data);
-    const OwnedArgs<max_script_args>& a = call->args;
-    call->leased = call->retry.failures == 0 && call->lease != nullptr && call->lease->holds(ngx_current_msec);
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, call->owner->log_, 0, "idempotency: the response for \"%*s\" leaves %s",
-                   a.len[0], a.arg[0], call->leased ? "within its claim's lease" : "fenced");
-    if (!call->leased) {
-        const char* argv[3 + max_script_args];
-        size_t lens[3 + max_script_args];
-        int argc = script_words(call, argv, lens);
-        out.add(argc, argv, lens);
-        return;
-    }
-    static const char* const multi[] = {"MULTI"};
-    static const char* const exec[] = {"EXEC"};
-    static const size_t multi_len[] = {5}, exec_len[] = {4};
-    const char* expiretime[] = {"PEXPIRETIME", a.arg[0]};
-    const size_t expiretime_len[] = {11, a.len[0]};
-    const char* set[] = {"SET", a.arg[0], a.arg[2], "PX", a.arg[3], "XX", "GET"};
-    const size_t set_len[] = {3, a.len[0], a.len[2], 2, a.len[3], 2, 3};
-    out.add(1, multi, multi_len);
-    out.add(2, expiretime, expiretime_len);
-    out.add(7, set, set_len);
-    out.add(1, exec, exec_len);
-}
-
 void ScriptCalls::send(ScriptCall* call) noexcept
 {
-    bool sent;
-    if (call->role == Role::store) {
-        sent = router_.command(key_of(call), 0, nullptr, nullptr, on_script_reply, call, true,
-                               Late{render_store, call});
-    } else {
-        const char* argv[3 + max_script_args];
-        size_t lens[3 + max_script_args];
-        int argc = script_words(call, argv, lens);
-        sent = router_.command(key_of(call), argc, argv, lens, on_script_reply, call, true);
-    }
-    if (!sent) {
+    // its words chosen as it leaves, for the server it leaves for
+    if (!router_.command(key_of(call), 0, nullptr, nullptr, on_script_reply, call, true, Late{render, call})) {
         failed(call, "Redis cannot be reached");
     }
 }
@@ -204,7 +145,7 @@ void ScriptCalls::send(ScriptCall* call) noexcept
 // memory is kept instead, until Redis takes writes (kept_stores.cpp).
 void ScriptCalls::failed(ScriptCall* call, std::string_view why) noexcept
 {
-    call->leased = false;  // every attempt after the first is the fenced script
+    call->form = Form::script;  // a store's attempts after the first are not leased
     if (call->role == Role::keepalive) {
         finish(call);  // the next attempt renews again
         return;
@@ -395,14 +336,22 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
     if (call->role == Role::store && reply->type != REDIS_REPLY_ERROR) {
         self->send_parked(kept_stores_per_landing);  // Redis took a response: kept ones follow
     }
-    if (call->leased && reply->type != REDIS_REPLY_ERROR) {
+    if (call->form == Form::leased && reply->type != REDIS_REPLY_ERROR) {
         self->leased_stored(call, reply);
         return;
     }
-    if (reply->type == REDIS_REPLY_INTEGER) {  // a fenced store: 1 stored (or stored already), 0 another value there
-        call->outcome = reply->integer == 1 ? StoreOutcome::stored : StoreOutcome::not_stored;
+    // 1 done (or done already), 0 the claim was not there (or another
+    // value), -1 no such answer
+    long long answer = answer_of(call, reply);
+    if (call->role == Role::store && answer >= 0) {
+        call->outcome = answer == 1 ? StoreOutcome::stored : StoreOutcome::not_stored;
     }
-    if (reply->type == REDIS_REPLY_ERROR) {
+    if (reply->type != REDIS_REPLY_ERROR && answer < 0 && call->form == Form::conditional) {
+        if (call->role != Role::keepalive) {
+            ngx_log_error(NGX_LOG_ERR, self->log_, 0, "idempotency: Redis %V gave an unexpected reply to %s for \"%*s\"",
+                          &self->server_.name, script.purpose, key.size(), key.data());
+        }
+    } else if (reply->type == REDIS_REPLY_ERROR) {
         std::string_view error{reply->str, reply->len};
         if (error.substr(0, 8) == "NOSCRIPT" && !call->with_body) {
             call->with_body = true;  // EVAL loads the script for the EVALSHAs after it
@@ -424,9 +373,8 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
         // that lost its claim.
         ngx_log_error(NGX_LOG_WARN, self->log_, 0,
                       "idempotency: could not store the response: the claim had expired or was taken over; "
-                      "%s", reply->type == REDIS_REPLY_INTEGER && reply->integer == 1
-                                ? "what was there is back" : "the key has moved on since");
-    } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
+                      "%s", answer == 1 ? "what was there is back" : "the key has moved on since");
+    } else if (answer == 0) {
         if (call->lease != nullptr && (call->role == Role::renewal || call->role == Role::keepalive)) {
             // The claim is gone: Redis lost it, so the lease's argument no
             // longer holds; the request's store goes fenced.

@@ -2,9 +2,12 @@
 // has handed it over: a response to store, a key to release, a claim to
 // renew or a value to put back. Each is a fenced script call with its own
 // copy of its arguments, sent again after a lost reply or a transient error
-// (retry.hpp) from a timer, until it lands or its window ends. A response
-// chooses how it goes as it leaves: within its claim's lease, `MULTI;
-// PEXPIRETIME; SET ... XX GET; EXEC` (lease.hpp), else the script. A
+// (retry.hpp) from a timer, until it lands or its window ends. Each call
+// chooses its words as it leaves, for the server it leaves for
+// (script_render.cpp): on a server with conditional writes (info.hpp) the
+// conditional write, one plain command; else a response within its claim's
+// lease goes as `MULTI; PEXPIRETIME; SET ... XX GET; EXEC` (lease.hpp),
+// and the rest as the fenced script. A
 // response refused for memory keeps its claim for idempotency_ttl and is
 // kept until Redis takes writes again (kept_stores.cpp). An exiting worker
 // finishes what it can and abandons the rest (logged and counted).
@@ -41,6 +44,13 @@ class ScriptCalls;
 // forget, and silent.
 enum class Role { store, release, restore, renewal, keepalive };
 
+// How an attempt went, chosen as it left (script_render.cpp).
+enum class Form : std::uint8_t {
+    script,       // the fenced script (EVALSHA, or EVAL)
+    leased,       // a store within its claim's lease: MULTI; PEXPIRETIME; SET ... XX GET; EXEC
+    conditional,  // the server's conditional write: SET ... IFEQ, DELIFEQ or DELEX ... IFEQ
+};
+
 constexpr bool owed(Role role) noexcept
 {
     return role == Role::store || role == Role::release || role == Role::restore;
@@ -67,7 +77,7 @@ struct ScriptCall {
     size_t error_len;
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
-    bool leased;     // the attempt in flight is a store within the claim's lease (chosen as it left)
+    Form form;       // how the attempt in flight went (chosen as it left)
     Kept kept;       // a store refused for memory: its claim kept for idempotency_ttl, and what it holds
     std::uint64_t ttl_ms;      // a store's: the record's life (idempotency_ttl, or the upstream's)
     std::uint64_t kept_until;  // kept: when its claim's extended life ends (ngx_current_msec)
@@ -137,8 +147,12 @@ private:
     void start(ScriptCall* call, Script& script, Role role, std::uint64_t lock_ttl_ms, Lease* lease) noexcept;
     static std::string_view key_of(const ScriptCall* call) noexcept { return call->args[0]; }
     void send(ScriptCall* call) noexcept;
+    // script_render.cpp: the words of an attempt, and what its reply says
     static int script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept;
-    static void render_store(void* data, LateWords& out);
+    static void render(void* data, const ServerFeatures& features, LateWords& out);
+    static void render_store(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept;
+    static bool render_conditional(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept;
+    static long long answer_of(const ScriptCall* call, const redisReply* reply) noexcept;
     void failed(ScriptCall* call, std::string_view why) noexcept;
     // kept_stores.cpp: a response Redis refused for memory
     void keep(ScriptCall* store) noexcept;

@@ -143,4 +143,60 @@ TEST(LeasedStoreReply, ErrorsAndOtherShapesTellNothing)
     EXPECT_EQ(idem::redis::read_leased_store_reply(nullptr, "C", "R").what, LeasedStore::unusable);
 }
 
+// A reply read by `read_with`, freed after.
+template <typename Read>
+int conditional(const std::string& resp, Read read_with)
+{
+    redisReader* reader = redisReaderCreate();
+    redisReaderFeed(reader, resp.data(), resp.size());
+    void* reply = nullptr;
+    EXPECT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
+    redisReaderFree(reader);
+    int answer = read_with(static_cast<redisReply*>(reply));
+    freeReplyObject(reply);
+    return answer;
+}
+
+// SET K R IFEQ C PX ttl GET: the old value says what happened.
+TEST(ConditionalWrite, StoreIsDoneWhenItFoundOurClaimOrOurRecord)
+{
+    auto store = [](const redisReply* r) { return idem::redis::read_conditional_store(r, "CLAIM", "RECORD"); };
+    EXPECT_EQ(conditional(bulk("CLAIM"), store), 1);
+    EXPECT_EQ(conditional(bulk("RECORD"), store), 1);  // an attempt whose reply was lost stored it
+    EXPECT_EQ(conditional("$-1\r\n", store), 0);       // the claim expired
+    EXPECT_EQ(conditional(bulk("CLAIMX"), store), 0);  // another value
+    EXPECT_EQ(conditional(bulk(""), store), 0);
+    EXPECT_EQ(conditional("+OK\r\n", store), -1);      // not the reply to SET ... GET
+    EXPECT_EQ(conditional(":1\r\n", store), -1);
+    EXPECT_EQ(conditional("-WRONGTYPE x\r\n", store), -1);
+    EXPECT_EQ(idem::redis::read_conditional_store(nullptr, "C", "R"), -1);
+}
+
+// SET K C IFEQ C PX lock_ttl: OK renewed, nil gone.
+TEST(ConditionalWrite, RenewalIsOkOrNil)
+{
+    auto renewal = [](const redisReply* r) { return idem::redis::read_conditional_renewal(r); };
+    EXPECT_EQ(conditional("+OK\r\n", renewal), 1);
+    EXPECT_EQ(conditional("$-1\r\n", renewal), 0);
+    EXPECT_EQ(conditional("+QUEUED\r\n", renewal), -1);
+    EXPECT_EQ(conditional(bulk("OK"), renewal), -1);
+    EXPECT_EQ(conditional(":1\r\n", renewal), -1);
+    EXPECT_EQ(conditional("-ERR syntax error\r\n", renewal), -1);
+}
+
+// DELIFEQ K C, DELEX K IFEQ C: 1 deleted; 0 not, which a release sent again
+// after a lost reply counts as done (its first attempt may have deleted it).
+TEST(ConditionalWrite, ReleaseDeletedOrNot)
+{
+    auto first = [](const redisReply* r) { return idem::redis::read_conditional_release(r, false); };
+    auto again = [](const redisReply* r) { return idem::redis::read_conditional_release(r, true); };
+    EXPECT_EQ(conditional(":1\r\n", first), 1);
+    EXPECT_EQ(conditional(":0\r\n", first), 0);
+    EXPECT_EQ(conditional(":0\r\n", again), 1);
+    EXPECT_EQ(conditional(":2\r\n", first), -1);
+    EXPECT_EQ(conditional("$-1\r\n", first), -1);
+    EXPECT_EQ(conditional("-ERR unknown command\r\n", again), -1);
+}
+
 }  // namespace
+

@@ -1,0 +1,157 @@
+// redis/script_render.cpp — the words of a script call's attempt, chosen
+// as it leaves for the server it leaves for (script_calls.hpp), and what
+// the reply to those words says.
+//
+// On a server with conditional writes (info.hpp; docs/design.md#conditional-writes):
+//   a store       SET key record IFEQ claim PX ttl GET
+//   a renewal     SET key claim IFEQ claim PX lock_ttl   (and a keepalive)
+//   a release     DELIFEQ key claim, or DELEX key IFEQ claim
+// each written by the server only while the key holds our claim: no lease,
+// no put-back, no clock. Elsewhere — and on a connection whose server has
+// not said yet what it runs — a store within its claim's lease (lease.hpp),
+// first attempt only, goes as
+//   MULTI; PEXPIRETIME key; SET key record PX ttl XX GET; EXEC
+// and everything else as the fenced script (scripts.cpp).
+
+#include "script_calls.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include "replies.hpp"
+
+namespace idem::redis {
+
+// EVALSHA sha 1 KEY ARGV... (EVAL body ... once NOSCRIPT was seen); their count.
+int ScriptCalls::script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept
+{
+    bool with_body = call->with_body;
+    argv[0] = with_body ? "EVAL" : "EVALSHA";
+    lens[0] = with_body ? 4 : 7;
+    argv[1] = with_body ? call->script->body.data() : call->script->sha1;
+    lens[1] = with_body ? call->script->body.size() : 40;
+    argv[2] = "1";
+    lens[2] = 1;
+    for (int i = 0; i < call->args.count; i++) {
+        argv[3 + i] = call->args.arg[i];
+        lens[3 + i] = call->args.len[i];
+    }
+    return 3 + call->args.count;
+}
+
+void ScriptCalls::render(void* data, const ServerFeatures& features, LateWords& out)
+{
+    auto* call = static_cast<ScriptCall*>(data);
+    if (render_conditional(call, features, out)) {
+        call->form = Form::conditional;
+    } else if (call->role == Role::store) {
+        render_store(call, features, out);
+    } else {
+        const char* argv[3 + max_script_args];
+        size_t lens[3 + max_script_args];
+        int argc = script_words(call, argv, lens);
+        out.add(argc, argv, lens);
+        call->form = Form::script;
+    }
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, call->owner->log_, 0, "idempotency: to %s for \"%*s\" leaves %s",
+                   call->script->purpose, call->args.len[0], call->args.arg[0],
+                   call->form == Form::conditional ? "as the server's conditional write"
+                   : call->form == Form::leased    ? "within its claim's lease"
+                                                   : "fenced by the script");
+}
+
+// The conditional write of a store, renewal, keepalive or release, when
+// the server runs it; false: it does not (or the call is a put-back, which
+// exists only for the lease).
+bool ScriptCalls::render_conditional(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept
+{
+    const OwnedArgs<max_script_args>& a = call->args;
+    switch (call->role) {
+    case Role::store:
+        if (features.set_ifeq) {  // KEYS[1], claim, record, ttl
+            const char* set[] = {"SET", a.arg[0], a.arg[2], "IFEQ", a.arg[1], "PX", a.arg[3], "GET"};
+            const size_t set_len[] = {3, a.len[0], a.len[2], 4, a.len[1], 2, a.len[3], 3};
+            out.add(8, set, set_len);
+            return true;
+        }
+        return false;
+    case Role::renewal:
+    case Role::keepalive:
+        if (features.set_ifeq) {  // KEYS[1], claim, lock_ttl
+            const char* set[] = {"SET", a.arg[0], a.arg[1], "IFEQ", a.arg[1], "PX", a.arg[2]};
+            const size_t set_len[] = {3, a.len[0], a.len[1], 4, a.len[1], 2, a.len[2]};
+            out.add(7, set, set_len);
+            return true;
+        }
+        return false;
+    case Role::release:  // KEYS[1], claim
+        if (features.del == ConditionalDelete::delifeq) {
+            const char* del[] = {"DELIFEQ", a.arg[0], a.arg[1]};
+            const size_t del_len[] = {7, a.len[0], a.len[1]};
+            out.add(3, del, del_len);
+            return true;
+        }
+        if (features.del == ConditionalDelete::delex_ifeq) {
+            const char* del[] = {"DELEX", a.arg[0], "IFEQ", a.arg[1]};
+            const size_t del_len[] = {5, a.len[0], 4, a.len[1]};
+            out.add(4, del, del_len);
+            return true;
+        }
+        return false;
+    case Role::restore:
+        return false;
+    }
+    return false;
+}
+
+// A store on a server without conditional writes: within its claim's
+// lease (lease.hpp), first attempt only, the leased transaction, which
+// also tells what it overwrote and until when that would have lived;
+// otherwise the fenced script.
+void ScriptCalls::render_store(ScriptCall* call, const ServerFeatures&, LateWords& out) noexcept
+{
+    const OwnedArgs<max_script_args>& a = call->args;
+    bool leased = call->retry.failures == 0 && call->lease != nullptr && call->lease->holds(ngx_current_msec);
+    call->form = leased ? Form::leased : Form::script;
+    if (!leased) {
+        const char* argv[3 + max_script_args];
+        size_t lens[3 + max_script_args];
+        int argc = script_words(call, argv, lens);
+        out.add(argc, argv, lens);
+        return;
+    }
+    static const char* const multi[] = {"MULTI"};
+    static const char* const exec[] = {"EXEC"};
+    static const size_t multi_len[] = {5}, exec_len[] = {4};
+    const char* expiretime[] = {"PEXPIRETIME", a.arg[0]};
+    const size_t expiretime_len[] = {11, a.len[0]};
+    const char* set[] = {"SET", a.arg[0], a.arg[2], "PX", a.arg[3], "XX", "GET"};
+    const size_t set_len[] = {3, a.len[0], a.len[2], 2, a.len[3], 2, 3};
+    out.add(1, multi, multi_len);
+    out.add(2, expiretime, expiretime_len);
+    out.add(7, set, set_len);
+    out.add(1, exec, exec_len);
+}
+
+// What a reply says, as the fenced scripts answer (scripts.cpp): 1 done
+// (or done already), 0 the claim was not there, -1 no such answer (an
+// error, or a reply of another shape).
+long long ScriptCalls::answer_of(const ScriptCall* call, const redisReply* reply) noexcept
+{
+    if (call->form != Form::conditional) {
+        return reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+    }
+    switch (call->role) {
+    case Role::store:
+        return read_conditional_store(reply, call->args[1], call->args[2]);
+    case Role::renewal:
+    case Role::keepalive:
+        return read_conditional_renewal(reply);
+    case Role::release:
+        return read_conditional_release(reply, call->retry.failures > 0);
+    case Role::restore:
+        break;
+    }
+    return -1;
+}
+
+}  // namespace idem::redis
