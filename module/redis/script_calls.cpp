@@ -358,6 +358,13 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
             self->send(call);
             return;
         }
+        if (call->form == Form::conditional && (call->role == Role::renewal || call->role == Role::keepalive)
+            && is_out_of_memory(error)) {
+            call->scripted = true;  // the script's PEXPIRE is not refused for memory (script_render.cpp)
+            call->with_body = true;
+            self->send(call);
+            return;
+        }
         if (call->role != Role::renewal && is_transient_error(error)) {
             self->failed(call, error);  // a running request renews again anyway
             return;

@@ -78,6 +78,7 @@ struct ScriptCall {
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
     Form form;       // how the attempt in flight went (chosen as it left)
+    bool scripted;   // the script from now on: a conditional renewal refused for memory (script_render.cpp)
     Kept kept;       // a store refused for memory: its claim kept for idempotency_ttl, and what it holds
     std::uint64_t ttl_ms;      // a store's: the record's life (idempotency_ttl, or the upstream's)
     std::uint64_t kept_until;  // kept: when its claim's extended life ends (ngx_current_msec)

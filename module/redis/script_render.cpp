@@ -61,10 +61,16 @@ void ScriptCalls::render(void* data, const ServerFeatures& features, LateWords& 
 
 // The conditional write of a store, renewal, keepalive or release, when
 // the server runs it; false: it does not (or the call is a put-back, which
-// exists only for the lease).
+// exists only for the lease). A SET is refused when Redis is full (OOM),
+// where the script's PEXPIRE is not: a renewal or keepalive refused for
+// memory goes again at once as the script (on_script_reply), so that a
+// full Redis never lets a claim lapse (docs/design.md#a-full-redis).
 bool ScriptCalls::render_conditional(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept
 {
     const OwnedArgs<max_script_args>& a = call->args;
+    if (call->scripted) {
+        return false;
+    }
     switch (call->role) {
     case Role::store:
         if (features.set_ifeq) {  // KEYS[1], claim, record, ttl
