@@ -20,7 +20,9 @@
 #           script at all) where it exists;
 #   TEST 4  a key released (the upstream could not be reached): by the
 #           conditional delete where it exists, else the script; the key
-#           is gone either way.
+#           is gone either way;
+#   TEST 5  a new key on a Redis Cluster: each node's connection learned
+#           what its server runs, and the key's master was written so.
 # `make test-stores` runs this file against Valkey 8.1 and 9.1 and Redis
 # 8.0 as well; `make test` against the machine's Redis.
 use FindBin;
@@ -29,11 +31,14 @@ use IdempotencyTest;
 use Idem::Blocks qw(location_conf);
 use Test::Nginx::Socket 'no_plan';
 
+start_redis_cluster(3);
+
 test_nginx_defaults();
 
 add_block_preprocessor(sub {
     my $block = shift;
-    $block->set_value('http_config', "idempotency_redis 127.0.0.1:\$TEST_NGINX_REDIS_PORT;\n"
+    my $store = $block->http_config // "idempotency_redis 127.0.0.1:\$TEST_NGINX_REDIS_PORT;\n";
+    $block->set_value('http_config', $store
         . 'map $http_x_delay $delay_args { default ""; ~^(?<s>[0-9.]+)$ "?sleep=$s"; }' . "\n");
 });
 
@@ -63,7 +68,10 @@ sub delayed_location {
 }
 
 sub commands {
-    my %calls = IdempotencyTest::redis_command('INFO', 'commandstats') =~ /^cmdstat_(\w+):calls=(\d+)/mg;
+    my ($at) = @_;
+    my $stats = $at ? IdempotencyTest::redis_command_at($at, 'INFO', 'commandstats')
+                    : IdempotencyTest::redis_command('INFO', 'commandstats');
+    my %calls = $stats =~ /^cmdstat_(\w+):calls=(\d+)/mg;
     return \%calls;
 }
 
@@ -80,17 +88,21 @@ sub stored_record {
     my ($rkey) = @_;
     return IdempotencyTest::wait_until(sub {
         my $v = IdempotencyTest::redis_command('GET', $rkey);
-        defined $v && IdempotencyTest::stored_kind($rkey) ne 'claim' ? $v : undef;
+        defined $v && (IdempotencyTest::stored_kind($rkey) // 'claim') ne 'claim' ? $v : undef;
     }, 10);
 }
 
+# A new key through the test Redis, or ($at) the Cluster node that owns it.
 sub new_key {
-    my ($uri, $key) = @_;
-    IdempotencyTest::redis_command('CONFIG', 'RESETSTAT');
+    my ($uri, $key, $at) = @_;
+    my $rkey = IdempotencyTest::redis_key($key);
+    IdempotencyTest::redis_command_at($at // IdempotencyTest::redis_port(), 'CONFIG', 'RESETSTAT');
     my $res = IdempotencyTest::read_response(post($uri, $key, 'x'));
     Test::More::is($res->{status}, 201, "$key: executed");
-    stored_record(IdempotencyTest::redis_key($key)) or die "$key: nothing stored\n";
-    my $c = commands();
+    IdempotencyTest::wait_until(sub {
+        (IdempotencyTest::stored_kind($rkey, $at // IdempotencyTest::redis_port()) // "claim") ne "claim" }, 10)
+        or die "$key: nothing stored\n";
+    my $c = commands($at);
     if (runs('set_ifeq')) {
         Test::More::is($c->{set}, 2, "$key: the claim and the store are two SETs");
         Test::More::is(scripts($c) + ($c->{multi} // 0) + ($c->{exec} // 0) + ($c->{pexpiretime} // 0), 0,
@@ -234,3 +246,22 @@ Idempotency-Key: cw-release
 --- error_code: 502
 --- no_error_log
 could not release
+
+
+=== TEST 5: Cluster: a new key written on its master as that server can
+--- http_config
+idempotency_redis_cluster 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_1 127.0.0.1:$TEST_NGINX_CLUSTER_PORT_2;
+--- config eval
+main::delayed_location()
+--- init
+main::new_key('/cw/cluster', 'cw-cluster', (IdempotencyTest::cluster_owner(IdempotencyTest::redis_key('cw-cluster')))[0]);
+--- request
+POST /cw/cluster
+x
+--- more_headers
+Idempotency-Key: cw-cluster
+--- error_code: 201
+--- response_headers
+Idempotent-Replayed: true
+--- no_error_log
+[error]
