@@ -237,8 +237,7 @@ void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
         void* data = p->data;
         free_reply(p->error);
         pipeline_.give_back(p);
-        if (handler != nullptr && handler != on_handshake_reply && handler != on_memory_info
-            && handler != on_server_info) {
+        if (handler != nullptr && !handshake_step(handler)) {
             handler(data, nullptr);
         }
         p = next;

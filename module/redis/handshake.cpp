@@ -56,6 +56,11 @@ bool Connection::handshake() noexcept
     return true;
 }
 
+bool Connection::handshake_step(ReplyHandler handler) noexcept
+{
+    return handler == on_handshake_reply || handler == on_memory_info || handler == on_server_info;
+}
+
 void Connection::on_handshake_reply(void* data, redisReply* reply)
 {
     auto* self = static_cast<Connection*>(data);
