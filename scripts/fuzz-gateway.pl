@@ -945,7 +945,10 @@ sub judge {
     if (!$a->{complete}) {
         return [ 'seed-not-replayed', 'the unaltered seed replayed cut short after ' . length($a->{body}) . ' body bytes' ]
             if $plan->{identity} && !$req->{join};
-        return undef if $req->{join} || $pieces;   # the design cuts these off (a piece that fails, a log that stops)
+        # the design cuts these off (a piece that fails, a log that stops,
+        # one altered after its head), also a request the gateway joined to
+        # a live log it was not planned for (a claim transplanted with one)
+        return undef if $req->{join} || $pieces || ($a->{finalized} // '') =~ /\bjoined\b/;
         return [ 'cut-short', "a replay cut short after " . length($a->{body}) . ' body bytes' ];
     }
     return undef if grep { $_->[0] =~ /^(?:Range|Last-Event-ID|Accept-Encoding)$/ } @{ $req->{headers} };

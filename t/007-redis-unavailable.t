@@ -135,6 +135,12 @@ IdempotencyTest::redis_command('CLIENT', 'PAUSE', 1000, 'ALL');
 === TEST 6: ... once Redis answers again, the late claim does not hold off the retry
 --- init
 IdempotencyTest::redis_command('PING');    # returns when the pause is over
+# The pause outlasted twice the timeout: the worker dropped its connection
+# and rests (up to a second) before it connects again, answering 503 until
+# then. Requests of other keys show when it takes claims again.
+my $probe = 0;
+IdempotencyTest::wait_until(sub { $probe++; IdempotencyTest::nginx_post("/slow/probe-$probe", "slow-probe-$probe") == 201 }, 10)
+    or die "the gateway did not take claims again after the pause\n";
 # give a claim that reached Redis late the time to be released
 IdempotencyTest::wait_until(sub {
     (IdempotencyTest::stored_kind(IdempotencyTest::redis_key('slow-4')) // '') ne 'claim'

@@ -39,7 +39,9 @@ sub joiner_cut_off_when_the_original_dies {
     Test::More::is("$head->{status} $head->{headers}{'x-idempotency-status'}", '201 joined',
                    "$key: the duplicate on the other gateway joins");
     $joiner->body_has('event 2 of 4');
-    kill 'KILL', Idem::Nginx::workers_of($doomed->{pid}), $doomed->{pid};
+    # the master first: alive, it could log its worker's death before its own
+    my @workers = Idem::Nginx::workers_of($doomed->{pid});
+    kill 'KILL', $doomed->{pid}, @workers;
     # killed here: nginx_stop's crash sentinel is told to expect it
     Idem::Nginx::allow_log($doomed, qr/^master process $doomed->{pid} had exited before the stop\b/);
     IdempotencyTest::wait_until(sub { !Idem::Proc::running($doomed->{pid}) }, 10);
