@@ -22,7 +22,11 @@
 #           conditional delete where it exists, else the script; the key
 #           is gone either way;
 #   TEST 5  a new key on a Redis Cluster: each node's connection learned
-#           what its server runs, and the key's master was written so.
+#           what its server runs, and the key's master was written so;
+#   TEST 6  a new connection loads the scripts before anything it carries:
+#           on a Redis whose script cache was flushed, a release by script
+#           meets no NOSCRIPT (which would send it again after the answer
+#           went out), and a retry sent at once executes again.
 # `make test-stores` runs this file against Valkey 8.1 and 9.1 and Redis
 # 8.0 as well; `make test` against the machine's Redis.
 use FindBin;
@@ -71,7 +75,7 @@ sub commands {
     my ($at) = @_;
     my $stats = $at ? IdempotencyTest::redis_command_at($at, 'INFO', 'commandstats')
                     : IdempotencyTest::redis_command('INFO', 'commandstats');
-    my %calls = $stats =~ /^cmdstat_(\w+):calls=(\d+)/mg;
+    my %calls = $stats =~ /^cmdstat_([\w|]+):calls=(\d+)/mg;
     return \%calls;
 }
 
@@ -178,6 +182,16 @@ sub released {
     }
 }
 
+# A key released (503) on a fresh connection to a Redis without scripts.
+sub released_fresh {
+    my ($uri, $key) = @_;
+    my $res = IdempotencyTest::read_response(post($uri, $key, 'x'));
+    Test::More::is($res->{status}, 503, "$key: answered 503, the key released");
+    my $errors = IdempotencyTest::redis_command('INFO', 'errorstats');
+    Test::More::unlike($errors, qr/errorstat_NOSCRIPT/, "$key: no command met NOSCRIPT");
+    Test::More::ok(commands()->{'script|load'} >= 4, "$key: the connection loaded the scripts");
+}
+
 __DATA__
 
 === TEST 1: a new key: two commands where the server has SET IFEQ, else the leased store; its retry replays
@@ -265,3 +279,20 @@ Idempotency-Key: cw-cluster
 Idempotent-Replayed: true
 --- no_error_log
 [error]
+
+
+=== TEST 6: a new connection loads the scripts first: a release meets no NOSCRIPT, and a retry sent at once executes again
+--- config eval
+main::location_conf('/', 'idempotency on', 'proxy_pass http://backend')
+--- init
+IdempotencyTest::redis_command('SCRIPT', 'FLUSH');
+IdempotencyTest::redis_command('CONFIG', 'RESETSTAT');
+main::released_fresh('/cw/fresh?status=503', 'cw-fresh');
+--- request
+POST /cw/fresh?status=503
+x
+--- more_headers
+Idempotency-Key: cw-fresh
+--- error_code: 503
+--- response_headers
+X-Upstream-Execution: 2

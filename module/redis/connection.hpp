@@ -138,7 +138,9 @@ private:
     static void on_handshake_reply(void* data, redisReply* reply);
     static void on_memory_info(void* data, redisReply* reply);
     static void on_server_info(void* data, redisReply* reply);
-    static bool handshake_step(ReplyHandler handler) noexcept;  // one of the three above
+    static void on_script_loaded(void* data, redisReply* reply);
+    static bool handshake_step(ReplyHandler handler) noexcept;  // one of the four above
+    bool load_scripts() noexcept;
 
     const ngx_str_t& name_;
     Addresses addrs_;

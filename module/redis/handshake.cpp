@@ -6,12 +6,14 @@
 #include "../conf.hpp"
 #include "connection.hpp"
 #include "info.hpp"
+#include "scripts.hpp"
 
 namespace idem::redis {
 
 // AUTH and SELECT go first on every new connection, pipelined with whatever
 // was queued meanwhile; a failure of either closes the connection. On a data
-// node, INFO server and INFO memory follow them: the first tells which
+// node, INFO server and INFO memory follow them, then the scripts are
+// loaded (load_scripts): the first INFO tells which
 // conditional writes the server runs (info.hpp; commands that leave before
 // its answer is back go as on a server without them), and an eviction
 // policy other than noeviction is worth a warning, once per connection.
@@ -21,6 +23,9 @@ bool Connection::handshake() noexcept
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: handshake:%s%s%s", &name_,
                    auth_.password.len ? " AUTH" : "", auth_.db != 0 ? " SELECT" : "",
                    data_node_ ? " INFO server, INFO memory" : "");
+    if (data_node_ && !load_scripts()) {
+        return false;
+    }
     if (data_node_) {
         const char* memory[] = {"INFO", "memory"};
         const char* server[] = {"INFO", "server"};
@@ -56,9 +61,36 @@ bool Connection::handshake() noexcept
     return true;
 }
 
+// The scripts (scripts.hpp) are loaded ahead of every command a new data
+// connection carries, so that a store or release sent by EVALSHA does not
+// meet NOSCRIPT and go again as EVAL after its answer went to the client:
+// a retry sent at once would reach Redis between the two, and find the
+// claim still there (docs/design.md#settled-before-answered). Refused (an
+// ACL without SCRIPT LOAD), the first EVALSHA of each loads it as before.
+bool Connection::load_scripts() noexcept
+{
+    for (Script* script : {&restore_script, &renew_script, &release_script, &complete_script}) {
+        const char* argv[] = {"SCRIPT", "LOAD", script->body.data()};
+        const size_t lens[] = {6, 4, script->body.size()};
+        if (!pipeline_.push(3, argv, lens, on_script_loaded, this, true)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void Connection::on_script_loaded(void* data, redisReply* reply)
+{
+    auto* self = static_cast<Connection*>(data);
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: script %s", &self->name_,
+                   reply == nullptr ? "load lost with the connection"
+                   : reply->type == REDIS_REPLY_ERROR ? "load refused" : "loaded");
+}
+
 bool Connection::handshake_step(ReplyHandler handler) noexcept
 {
-    return handler == on_handshake_reply || handler == on_memory_info || handler == on_server_info;
+    return handler == on_handshake_reply || handler == on_memory_info || handler == on_server_info
+           || handler == on_script_loaded;
 }
 
 void Connection::on_handshake_reply(void* data, redisReply* reply)
