@@ -81,7 +81,7 @@ bool Connection::load_scripts() noexcept
 
 void Connection::on_script_loaded(void* data, redisReply* reply)
 {
-    auto* self = static_cast<Connection*>(data);
+    [[maybe_unused]] auto* self = static_cast<Connection*>(data);  // read by the debug log alone
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, self->log_, 0, "idempotency: Redis %V: script %s", &self->name_,
                    reply == nullptr ? "load lost with the connection"
                    : reply->type == REDIS_REPLY_ERROR ? "load refused" : "loaded");
