@@ -27,8 +27,8 @@
 #           on a Redis whose script cache was flushed, a release by script
 #           meets no NOSCRIPT (which would send it again after the answer
 #           went out), and a retry sent at once executes again.
-# `make test-stores` runs this file against Valkey 8.1 and 9.1 and Redis
-# 8.0 as well; `make test` against the machine's Redis.
+# `make test` runs it against the machine's Redis; TEST_REDIS_SERVER (a
+# path to another redis-server or valkey-server) against another.
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
