@@ -36,9 +36,9 @@ main::metered_location()
     (?=.*^idempotency_stored_responses_total\ 1$)
     (?=.*^idempotency_stored_bytes_total\ [1-9][0-9]*$)
     (?=.*^\#\ TYPE\ idempotency_redis_rtt_seconds\ histogram$)
-    (?=.*^idempotency_redis_rtt_seconds_bucket\{le="\+Inf"\}\ [4-9]$)
-    (?=.*^idempotency_redis_rtt_seconds_count\ [4-9]$)
-    (?=.*^idempotency_redis_commands_total\ [4-9]$)
+    (?=.*^idempotency_redis_rtt_seconds_bucket\{le="\+Inf"\}\ (?:9|1[0-4])$)
+    (?=.*^idempotency_redis_rtt_seconds_count\ (?:9|1[0-4])$)
+    (?=.*^idempotency_redis_commands_total\ (?:9|1[0-4])$)
     (?=.*^idempotency_wait_seconds_count\ 0$)
 /msx]
 
