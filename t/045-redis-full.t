@@ -89,6 +89,16 @@ sub retry_until_answered {
     return \%answer;
 }
 
+# Redis's counters (INFO commandstats; not reset: CONFIG RESETSTAT frees
+# memory, and would let a full Redis take writes): the scripts sent with
+# their body (EVAL: the keeps), and the SETs refused.
+sub keeps_and_refused_sets {
+    my $stats = IdempotencyTest::redis_command('INFO', 'commandstats');
+    my ($keeps) = $stats =~ /^cmdstat_eval:calls=(\d+)/m;
+    my ($refused) = $stats =~ /^cmdstat_set:.*\brejected_calls=(\d+)/m;
+    return (keeps => $keeps // 0, refused_sets => $refused // 0);
+}
+
 # The refusals for memory logged so far.
 sub refusals {
     open my $fh, '<', $Test::Nginx::Util::ErrLogFile or return 0;
@@ -119,6 +129,7 @@ Test::More::is(join(' ', map { IdempotencyTest::read_response($_)->{status} } @$
                'the originals are answered');
 Test::More::ok(IdempotencyTest::wait_until(sub { main::refusals() >= 10 }, 10), 'each refusal is logged');
 my $refused_at = Time::HiRes::time();
+my %before = main::keeps_and_refused_sets();
 my @pttl = map { IdempotencyTest::redis_command('PTTL', IdempotencyTest::redis_key($_)) } @keys;
 Test::More::is(scalar(grep { $_ > 3_000_000 } @pttl), 10, "every claim is kept for idempotency_ttl: @pttl[0, 1] ms left ...");
 # Full for longer than a store's retry window (idempotency_lock_ttl, at
@@ -128,6 +139,16 @@ my @seen;
 IdempotencyTest::wait_until(sub { push @seen, IdempotencyTest::nginx_post('/full/1?sleep=2', $keys[0]);
                                   Time::HiRes::time() - $refused_at >= 22 }, 40);
 Test::More::is(join(' ', grep { $_ != 409 && $_ != 503 } @seen), '', scalar(@seen) . ' retries while full: 409 or 503');
+# Each kept attempt is its keep (the script: EVAL, which a full Redis
+# takes) and then its store (a SET refused for memory on a server with
+# conditional writes): were the keep a conditional SET, refused too and
+# sent again as the script behind its store, SET would be refused twice
+# per attempt. Each retry's claim is one SET refused.
+my %after = main::keeps_and_refused_sets();
+my ($keeps, $set_refused) = ($after{keeps} - $before{keeps}, $after{refused_sets} - $before{refused_sets});
+Test::More::ok($keeps >= 5, "the claims were kept by $keeps scripts while full");
+Test::More::cmp_ok($set_refused - @seen, '<=', $keeps + 1,
+                   'no keep went as a SET: the SETs refused are the stores\' and the retries\' claims');
 Test::More::is(IdempotencyTest::stored_kind(IdempotencyTest::redis_key($keys[-1])), 'claim', 'the claims stay');
 main::free_redis($filler);
 my $answers = main::retry_until_answered('/full/1?sleep=2', 15, @keys);

@@ -66,12 +66,16 @@ void ScriptCalls::keep(ScriptCall* store) noexcept
     keep_claim(store);
 }
 
-// The claim lives until its extended life ends, not longer: PEXPIRE
-// needs no memory, and goes ahead of each attempt on the same connection.
+// The claim lives until its extended life ends, not longer: the script's
+// PEXPIRE needs no memory, and goes ahead of each attempt on the same
+// connection. The script on every server: a conditional SET, refused
+// while Redis is full and sent again as the script, would land behind its
+// store, and after a failover that brought the claim back, keep that
+// claim for what is left of idempotency_ttl (model/README.md, keep-ifeq-loss).
 void ScriptCalls::keep_claim(ScriptCall* store) noexcept
 {
     std::uint64_t left = kept_life_left(store->kept_until, ngx_current_msec);
-    renew(key_of(store), store->args[1], left > 0 ? left : 1, Role::keepalive);
+    renew(key_of(store), store->args[1], left > 0 ? left : 1, Role::keepalive, nullptr, Words::script);
 }
 
 void ScriptCalls::release_held(ScriptCall* call) noexcept

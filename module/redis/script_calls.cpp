@@ -44,12 +44,19 @@ ScriptCalls::~ScriptCalls()
 }
 
 void ScriptCalls::renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
-                        Lease* lease) noexcept
+                        Lease* lease, Words words) noexcept
 {
+    if (closing_) {
+        return;  // worker exit: nothing new is sent
+    }
     char ttl[NGX_INT64_LEN];
     size_t ttl_len = decimal(lock_ttl_ms, ttl);
     std::string_view args[] = {key, claim, {ttl, ttl_len}};
-    call(renew_script, role, args, 3, lock_ttl_ms, lease);
+    auto* call = new_with_args<ScriptCall>(args, 3, log_);
+    if (call != nullptr) {
+        call->scripted = words == Words::script;
+    }
+    start(call, renew_script, role, lock_ttl_ms, lease);
 }
 
 void ScriptCalls::call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,

@@ -51,6 +51,9 @@ enum class Form : std::uint8_t {
     conditional,  // the server's conditional write: SET ... IFEQ, DELIFEQ or DELEX ... IFEQ
 };
 
+// The words a call may leave as: what its server runs, or the script alone.
+enum class Words : std::uint8_t { as_server_can, script };
+
 constexpr bool owed(Role role) noexcept
 {
     return role == Role::store || role == Role::release || role == Role::restore;
@@ -78,7 +81,7 @@ struct ScriptCall {
     char error[80];  // why the last attempt failed, for the line that gives up
     bool with_body;  // EVAL instead of EVALSHA, after NOSCRIPT
     Form form;       // how the attempt in flight went (chosen as it left)
-    bool scripted;   // the script from now on: a conditional renewal refused for memory (script_render.cpp)
+    bool scripted;   // the script from now on: a keep (Words::script), or a conditional renewal refused for memory
     Kept kept;       // a store refused for memory: its claim kept for idempotency_ttl, and what it holds
     std::uint64_t ttl_ms;      // a store's: the record's life (idempotency_ttl, or the upstream's)
     std::uint64_t kept_until;  // kept: when its claim's extended life ends (ngx_current_msec)
@@ -141,8 +144,11 @@ public:
     // what became of it.
     void store(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
                std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice = {}) noexcept;
+    // Renews `claim` under `key` for lock_ttl_ms; Words::script: as the
+    // fenced script on every server (a keep, which must land ahead of the
+    // store it precedes: kept_stores.cpp).
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
-               Lease* lease = nullptr) noexcept;
+               Lease* lease = nullptr, Words words = Words::as_server_can) noexcept;
 
 private:
     void start(ScriptCall* call, Script& script, Role role, std::uint64_t lock_ttl_ms, Lease* lease) noexcept;

@@ -7,9 +7,10 @@
 //   a renewal     SET key claim IFEQ claim PX lock_ttl   (and a keepalive)
 //   a release     DELIFEQ key claim, or DELEX key IFEQ claim
 // each written by the server only while the key holds our claim: no lease,
-// no put-back, no clock. Elsewhere — and on a connection whose server has
-// not said yet what it runs — a store within its claim's lease (lease.hpp),
-// first attempt only, goes as
+// no put-back, no clock (but the keep of a store refused for memory: the
+// script on every server, kept_stores.cpp). Elsewhere — and on a
+// connection whose server has not said yet what it runs — a store within
+// its claim's lease (lease.hpp), first attempt only, goes as
 //   MULTI; PEXPIRETIME key; SET key record PX ttl XX GET; EXEC
 // and everything else as the fenced script (scripts.cpp).
 
@@ -64,7 +65,9 @@ void ScriptCalls::render(void* data, const ServerFeatures& features, LateWords& 
 // exists only for the lease). A SET is refused when Redis is full (OOM),
 // where the script's PEXPIRE is not: a renewal or keepalive refused for
 // memory goes again at once as the script (on_script_reply), so that a
-// full Redis never lets a claim lapse (docs/design.md#a-full-redis).
+// full Redis never lets a claim lapse (docs/design.md#a-full-redis). The
+// keep of a store Redis refused for memory is the script from the start
+// (call->scripted, kept_stores.cpp): it must land ahead of its store.
 bool ScriptCalls::render_conditional(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept
 {
     const OwnedArgs<max_script_args>& a = call->args;
