@@ -4,8 +4,8 @@
 # pass, exhaustively), then every switch that reproduces a known defect
 # (each must fail, and its counterexample is replayed into
 # build/model/<check>.trail). Prints one line per check: the verdict, the
-# states stored and the seconds taken. Exit status 0 only when every check
-# came out as expected.
+# states stored, the search's depth and the seconds taken. Exit status 0
+# only when every check came out as expected.
 #
 #   model/verify.sh [check ...]     (default: all; names below)
 #   VERIFY_JOBS=N                   checks run N at a time (default: 2)
