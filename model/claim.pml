@@ -17,6 +17,8 @@
  *                      leaving its claim kept for idempotency_ttl
  *   UNCONDITIONAL      (with IFEQ) the store is a plain SET key record PX ttl
  *                      GET: written whatever the key holds
+ *   RENEW_NO_FALLBACK  (with IFEQ and OOM) a conditional renewal refused for
+ *                      memory is left at that, not sent again as the script
  * Configurations:
  *   LOSS               Redis may fail over, once, to a replica that missed
  *                      writes (or restart empty)
@@ -31,14 +33,12 @@
  *                      and every connection knows it: each store, renewal and
  *                      release goes by it; no lease, no put-back. With OOM,
  *                      a renewal by SET is refused while Redis is full (SET
- *                      is deny-oom, PEXPIRE is not): a claim then lapses with
- *                      its renewal refused (`renew-ifeq-full` shows it)
+ *                      is deny-oom, PEXPIRE is not): it goes again at once
+ *                      as the script
  *   MIXED              (with IFEQ) each store, renewal and release goes either
  *                      way: today's (the lease, the scripts) or the
  *                      conditional write — a connection that has not learnt
  *                      the server's features yet, a fleet of mixed versions
- *   RENEW_SCRIPT       (with IFEQ) renewals stay the script (PEXPIRE, which a
- *                      full Redis takes; a SET it refuses)
  *   FREE_CLOCKS        neither of the lease's clock assumptions: Redis's clock
  *                      may run ahead without bound, and a store may take any
  *                      time to reach Redis
@@ -117,6 +117,7 @@
 #define is_claim(v) ((v) >= 1 && (v) <= 3)
 #define is_record(v) ((v) >= 4 && (v) <= 6)
 #define OOMV 254        /* a reply: refused for memory (OOM), nothing done */
+#define OOMKEEP 253     /* (the same, to a renewal for idempotency_ttl: the keep) */
 #define owner(v) (((v) - 1) % 3)
 #define NEVER 255       /* no expiry: idempotency_ttl outlives every run */
 #define NONE 255
@@ -155,8 +156,9 @@ byte age[N];            /* since its last claim (or look) was sent, up to CAP */
 byte lage[N];           /* since its leased store in flight was sent (NONE: none) */
 byte back[N];           /* the put-back's expiry, as time left (PEXPIRETIME read in the leased store) */
 #ifdef OOM
-bool refused[N];        /* Redis refused, for memory, a renewal that found the claim, and none
-                           has renewed it since */
+byte refused[N];        /* Redis refused, for memory, a conditional renewal that found the
+                           claim (1), and the request read the refusal and did not send the
+                           renewal again (2); none has renewed the claim since */
 #endif
 
 /* one connection per gateway: commands and replies in order */
@@ -178,8 +180,8 @@ inline expire() {
             printf("Redis: %c's claim expired while %c still held it (lapse)\n", name(owner(kv)), name(owner(kv)));
 #ifdef OOM
             /* a lapse is a claim whose renewals did not reach Redis in time,
-             * never one whose renewal Redis refused */
-            assert(!refused[owner(kv)])
+             * never one whose renewal Redis refused and nothing sent again */
+            assert(refused[owner(kv)] != 2)
 #endif
         :: else -> printf("Redis: the key expired\n")
         fi;
@@ -245,7 +247,7 @@ inline serve(i) {
             if
             :: kv == CLAIM(i) -> write(kv, b); reply(i, op, 1)
 #ifdef OOM
-                ; refused[i] = false
+                ; refused[i] = 0
 #endif
             :: else -> reply(i, op, 0)
             fi
@@ -315,14 +317,14 @@ inline serve(i) {
             /* SET key claim IFEQ claim PX lock_ttl: OK (1) or nil (0). A SET:
              * refused while Redis is full, whatever the key holds */
             if
-            :: mem == FULLMEM -> reply(i, RENEW, OOMV);
+            :: mem == FULLMEM -> reply(i, RENEW, (b == NEVER -> OOMKEEP : OOMV));
 #ifdef OOM
-                if :: kv == CLAIM(i) -> refused[i] = true :: else fi;
+                if :: kv == CLAIM(i) -> refused[i] = 1 :: else fi;
 #endif
                 printf("Redis: %c's SET IFEQ renewal refused for memory\n", name(i))
             :: mem != FULLMEM && kv == CLAIM(i) -> write(kv, b); reply(i, RENEW, 1)
 #ifdef OOM
-                ; refused[i] = false
+                ; refused[i] = 0
 #endif
             :: mem != FULLMEM && kv != CLAIM(i) -> reply(i, RENEW, 0)
             fi
@@ -393,7 +395,7 @@ end:
         fi;
         seen = 0;
 #ifdef OOM
-        for (a : 0 .. N - 1) { refused[a] = false };
+        for (a : 0 .. N - 1) { refused[a] = 0 };
         a = 0;
 #endif
         if
@@ -480,7 +482,7 @@ end:
  * of a claim whose store Redis refused for memory: renew_script, or the
  * conditional SET ... IFEQ claim PX ttl */
 inline renew(ttl) {
-#if CONDITIONAL && !defined(RENEW_SCRIPT)
+#if CONDITIONAL
 #if SCRIPTS
     if
     :: to_redis[me]!RENEW, CLAIM(me), ttl
@@ -493,6 +495,29 @@ inline renew(ttl) {
     to_redis[me]!RENEW, CLAIM(me), ttl
 #endif
 }
+
+/* ScriptCalls::on_script_reply: a conditional renewal or keepalive refused
+ * for memory goes again at once as the script, whose PEXPIRE a full Redis
+ * takes (a renewal by the script is never refused). Without both the
+ * conditional write and OOM it is not there at all (not even a skip, which
+ * would add a state to every renewal's answer). */
+#if CONDITIONAL && defined(OOM)
+#define refusal_then refusal();
+inline refusal() {
+    if
+    :: x == OOMV || x == OOMKEEP ->
+#ifdef RENEW_NO_FALLBACK
+        if :: refused[me] == 1 -> refused[me] = 2 :: else fi
+#else
+        refused[me] = 0; to_redis[me]!RENEW, CLAIM(me), (x == OOMKEEP -> NEVER : L);
+        printf("%c sends its refused renewal again, as the script\n", name(me))
+#endif
+    :: else
+    fi
+}
+#else
+#define refusal_then
+#endif
 
 proctype Request(byte me) {
     mtype op;
@@ -562,7 +587,7 @@ granted:
     fi;
     do
     :: renewals < RENEWALS -> renewals++; renew(L)   /* on_renew */
-    :: from_redis[me]?RENEW, x, rl -> renewal_answered
+    :: from_redis[me]?RENEW, x, rl -> refusal_then renewal_answered
     :: break                              /* the response ends: claim_stop_renewing */
     od;
     /* claim_complete with the record; claim_unreplayable sends the marker
@@ -598,7 +623,7 @@ store:
         fi
     }
     do
-    :: from_redis[me]?RENEW, x, rl -> renewal_answered
+    :: from_redis[me]?RENEW, x, rl -> refusal_then renewal_answered
     :: from_redis[me]?LEASED_STORE, v, lost -> break
     :: from_redis[me]?STORE, v, lost -> break
     od;
@@ -667,7 +692,7 @@ kept:
 #endif
     printf("%c keeps its claim for idempotency_ttl and stores again, fenced\n", name(me));
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: from_redis[me]?STORE, v, lost -> break
     od;
     if
@@ -679,7 +704,7 @@ restore:
     /* restore_script, Role::restore, sent again after a lost reply */
     to_redis[me]!RESTORE, rec, v;
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: from_redis[me]?RESTORE, x, lost -> break
     od;
     if
@@ -707,7 +732,7 @@ release_again:
     to_redis[me]!RELEASE, CLAIM(me), 0;
 #endif
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: from_redis[me]?RELEASE, x, lost -> x = 0; break
     od;
     if
@@ -718,7 +743,7 @@ release_again:
 owed_done:
     /* what is left on the connection: answers to renewals sent earlier */
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: empty(from_redis[me]) && empty(to_redis[me]) -> break
     od;
 done:
@@ -728,7 +753,7 @@ done:
 #endif
         v = 0; x = 0; rec = 0; tries = 0; looks = 0; renewals = 0; lost = false; rl = false;
 #ifdef OOM
-        refused[me] = false;
+        refused[me] = 0;
 #endif
         revoked = false; leased = false; back[me] = NEVER; age[me] = CAP; ended++ }
 }
