@@ -33,8 +33,8 @@ checks=(
   "mixed-two|pass|-DN=2 -DIFEQ -DMIXED|each command today's way or the conditional write, two requests, lost replies, renewals, a look, Redis's clock ahead: every property"
   "mixed-loss-two|pass|-DN=2 -DIFEQ -DMIXED -DLOSS -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|each command today's way or the conditional write, two requests, one failover that loses writes, lost replies: at most one execution more"
   "ifeq-three|pass|-DN=3 -DFULL=2 -DIFEQ -DNO_MARGIN -DFREE_CLOCKS -DRENEWALS=0 -DLOOKS=0|the conditional write, three requests (the third a retry), no margin, Redis's clock free: every property"
-  "ifeq-full-two|pass|-DN=2 -DIFEQ -DRENEW_SCRIPT -DOOM -DNO_MARGIN -DFREE_CLOCKS -DLOOKS=0|the conditional store and release (renewals the script), two requests, Redis filled and freed again, lost replies, no margin, Redis's clock free: every property"
-  "mixed-full-two|pass|-DN=2 -DIFEQ -DMIXED -DRENEW_SCRIPT -DOOM -DFAULTS=0 -DLOOKS=0|each store and release today's way or the conditional write (renewals the script), two requests, Redis filled and freed again: every property"
+  "ifeq-full-two|pass|-DN=2 -DIFEQ -DOOM -DNO_MARGIN -DFREE_CLOCKS -DFAULTS=0 -DLOOKS=0|the conditional write, two requests, Redis filled and freed again, renewals, no margin, Redis's clock free: every property; a renewal refused for memory sent again as the script"
+  "mixed-full-two|pass|-DN=2 -DIFEQ -DMIXED -DOOM -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0|each command today's way or the conditional write, two requests, Redis filled and freed again: every property"
   "ifeq-loss-two|pass|-DN=2 -DIFEQ -DNO_MARGIN -DFREE_CLOCKS -DLOSS -DLOOKS=0|the conditional write, two requests, one failover that loses writes, lost replies, no margin, Redis's clock free: at most one execution more, no record overwritten"
   "ifeq-loss-three|pass|-DN=3 -DFULL=2 -DIFEQ -DNO_MARGIN -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|the conditional write, three requests, one failover that loses writes, no margin: at most one execution more, no record overwritten"
   "ifeq-two|pass|-DN=2 -DIFEQ -DNO_MARGIN -DFREE_CLOCKS|the conditional write, two requests, lost replies, renewals, a look, no margin, Redis's clock ahead without bound: every property"
@@ -46,7 +46,7 @@ checks=(
   "release-executed|fail|-DN=2 -DRELEASE_EXECUTED|a release after the upstream may have received the request: two executions"
   "no-margin|fail|-DN=2 -DNO_MARGIN|a lease without the margin: a store within it finds another's claim"
   "unconditional|fail|-DN=2 -DIFEQ -DUNCONDITIONAL|the conditional write made a plain SET: a late store overwrites a stored response"
-  "renew-ifeq-full|fail|-DN=2 -DIFEQ -DOOM -DFAULTS=0 -DLOOKS=0|renewals by SET IFEQ, which a full Redis refuses: a claim lapses with its renewal refused"
+  "renew-no-fallback|fail|-DN=2 -DIFEQ -DOOM -DRENEW_NO_FALLBACK -DFAULTS=0 -DLOOKS=0|a conditional renewal refused for memory not sent again as the script: the claim lapses while Redis is full"
   "mixed-free-clocks|fail|-DN=2 -DIFEQ -DMIXED -DFREE_CLOCKS|today's way still taken, Redis's clock free: a store within the lease finds its claim expired"
 )
 
