@@ -19,6 +19,9 @@
  *                      GET: written whatever the key holds
  *   RENEW_NO_FALLBACK  (with IFEQ and OOM) a conditional renewal refused for
  *                      memory is left at that, not sent again as the script
+ *   KEEP_IFEQ          (with IFEQ and OOM) the keep of a claim whose store Redis
+ *                      refused for memory goes as the conditional SET too
+ *                      (and, refused, again as the script, behind its store)
  * Configurations:
  *   LOSS               Redis may fail over, once, to a replica that missed
  *                      writes (or restart empty)
@@ -248,6 +251,12 @@ inline serve(i) {
             :: kv == CLAIM(i) -> write(kv, b); reply(i, op, 1)
 #ifdef OOM
                 ; refused[i] = 0
+#if CONDITIONAL
+                ; if
+                :: b == NEVER -> printf("Redis: %c's keep renews its claim for idempotency_ttl\n", name(i))
+                :: else
+                fi
+#endif
 #endif
             :: else -> reply(i, op, 0)
             fi
@@ -670,8 +679,15 @@ kept:
      * every run: no expiry; PEXPIRE needs no memory), then the fenced store
      * again, until it is answered by Redis — stored, or the claim found
      * gone. (A record Redis refused for memory and the marker stored in its
-     * place when the worker cannot hold it are the same to the protocol.) */
+     * place when the worker cannot hold it are the same to the protocol.)
+     * The keep is the script on every server: sent as the conditional SET,
+     * a full Redis refuses it, and sent again as the script it would land
+     * behind the store it was to precede (KEEP_IFEQ) */
+#ifdef KEEP_IFEQ
     renew(NEVER);
+#else
+    to_redis[me]!RENEW, CLAIM(me), NEVER;
+#endif
 #ifdef OOM_GIVES_UP
     /* the store as it was: attempts within its window, then give_up, the
      * claim left for idempotency_ttl */
