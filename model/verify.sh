@@ -34,7 +34,8 @@ checks=(
   "mixed-loss-two|pass|-DN=2 -DIFEQ -DMIXED -DLOSS -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|each command today's way or the conditional write, two requests, one failover that loses writes, lost replies: at most one execution more"
   "ifeq-three|pass|-DN=3 -DFULL=2 -DIFEQ -DNO_MARGIN -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|the conditional write, three requests (the third a retry), no margin: every property"
   "ifeq-full-two|pass|-DN=2 -DIFEQ -DOOM -DNO_MARGIN -DFREE_CLOCKS -DFAULTS=0 -DLOOKS=0|the conditional write, two requests, Redis filled and freed again, renewals, no margin, Redis's clock free: every property; a renewal refused for memory sent again as the script"
-  "mixed-full-two|pass|-DN=2 -DIFEQ -DMIXED -DOOM -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|each command today's way or the conditional write, two requests, Redis filled and freed again: every property"
+  "mixed-full-two|pass|-DN=2 -DIFEQ -DMIXED -DOOM -DFAULTS=0 -DLOOKS=0 -DDRIFT=0|each command today's way or the conditional write, two requests, Redis filled and freed again: every property"
+  "ifeq-full-loss-two|pass|-DN=2 -DIFEQ -DOOM -DLOSS -DNO_MARGIN -DFAULTS=0 -DLOOKS=0 -DDRIFT=0|the conditional write, two requests, Redis filled and freed again, one failover that loses writes, no margin: at most one execution more, no key claimed for ever"
   "ifeq-loss-two|pass|-DN=2 -DIFEQ -DNO_MARGIN -DFREE_CLOCKS -DLOSS -DLOOKS=0|the conditional write, two requests, one failover that loses writes, lost replies, no margin, Redis's clock free: at most one execution more, no record overwritten"
   "ifeq-loss-three|pass|-DN=3 -DFULL=2 -DIFEQ -DNO_MARGIN -DLOSS -DFAULTS=0 -DRENEWALS=0 -DLOOKS=0 -DDRIFT=0|the conditional write, three requests, one failover that loses writes, no margin: at most one execution more, no record overwritten"
   "ifeq-two|pass|-DN=2 -DIFEQ -DNO_MARGIN -DFREE_CLOCKS|the conditional write, two requests, lost replies, renewals, a look, no margin, Redis's clock ahead without bound: every property"
@@ -47,6 +48,7 @@ checks=(
   "no-margin|fail|-DN=2 -DNO_MARGIN|a lease without the margin: a store within it finds another's claim"
   "unconditional|fail|-DN=2 -DIFEQ -DUNCONDITIONAL|the conditional write made a plain SET: a late store overwrites a stored response"
   "renew-no-fallback|fail|-DN=2 -DIFEQ -DOOM -DRENEW_NO_FALLBACK -DFAULTS=0 -DLOOKS=0|a conditional renewal refused for memory not sent again as the script: the claim lapses while Redis is full"
+  "keep-ifeq-loss|fail|-DN=2 -DIFEQ -DOOM -DLOSS -DKEEP_IFEQ -DFAULTS=0 -DLOOKS=0 -DRENEWALS=0 -DDRIFT=0|the keep of a claim kept for memory as the conditional SET, refused, sent again behind its store: a failover leaves the claim for idempotency_ttl"
   "mixed-free-clocks|fail|-DN=2 -DIFEQ -DMIXED -DFREE_CLOCKS|today's way still taken, Redis's clock free: a store within the lease finds its claim expired"
 )
 
