@@ -15,6 +15,13 @@
  *   PUTBACK_CLAIM      the put-back restores another request's claim too
  *   OOM_GIVES_UP       a store refused for memory gives up after its attempts,
  *                      leaving its claim kept for idempotency_ttl
+ *   UNCONDITIONAL      (with IFEQ) the store is a plain SET key record PX ttl
+ *                      GET: written whatever the key holds
+ *   RENEW_NO_FALLBACK  (with IFEQ and OOM) a conditional renewal refused for
+ *                      memory is left at that, not sent again as the script
+ *   KEEP_IFEQ          (with IFEQ and OOM) the keep of a claim whose store Redis
+ *                      refused for memory goes as the conditional SET too
+ *                      (and, refused, again as the script, behind its store)
  * Configurations:
  *   LOSS               Redis may fail over, once, to a replica that missed
  *                      writes (or restart empty)
@@ -24,6 +31,20 @@
  *   OOM                Redis may fill up (maxmemory, noeviction), once, and
  *                      be freed again, once: while full, every write that
  *                      needs memory is refused (OOM) and nothing is done
+ *   IFEQ               the server has a conditional write (SET ... IFEQ:
+ *                      Valkey >= 8.1, Redis >= 8.4; DELIFEQ, DELEX ... IFEQ)
+ *                      and every connection knows it: each store, renewal and
+ *                      release goes by it; no lease, no put-back. With OOM,
+ *                      a renewal by SET is refused while Redis is full (SET
+ *                      is deny-oom, PEXPIRE is not): it goes again at once
+ *                      as the script
+ *   MIXED              (with IFEQ) each store, renewal and release goes either
+ *                      way: today's (the lease, the scripts) or the
+ *                      conditional write — a connection that has not learnt
+ *                      the server's features yet, a fleet of mixed versions
+ *   FREE_CLOCKS        neither of the lease's clock assumptions: Redis's clock
+ *                      may run ahead without bound, and a store may take any
+ *                      time to reach Redis
  */
 
 /* ------------------------------------------------------------ parameters */
@@ -68,6 +89,25 @@
 #else
 #define ALLOWED (1 + lapses + losses)
 #endif
+/* SCRIPTS: a command may go today's way (the lease and the scripts) */
+#if defined(IFEQ) && !defined(MIXED)
+#define SCRIPTS 0
+#else
+#define SCRIPTS 1
+#endif
+/* CONDITIONAL: a store, renewal or release may go by the conditional write */
+#ifdef IFEQ
+#define CONDITIONAL 1
+#else
+#define CONDITIONAL 0
+#endif
+/* Without data loss every write is checked; with it too when no store may
+ * go within the lease (nothing else writes over another request's value) */
+#if !defined(LOSS) || !SCRIPTS
+#define WRITES_CHECKED 1
+#else
+#define WRITES_CHECKED 0
+#endif
 
 /* -------------------------------------------------------------- values */
 
@@ -80,15 +120,23 @@
 #define is_claim(v) ((v) >= 1 && (v) <= 3)
 #define is_record(v) ((v) >= 4 && (v) <= 6)
 #define OOMV 254        /* a reply: refused for memory (OOM), nothing done */
+#define OOMKEEP 253     /* (the same, to a renewal for idempotency_ttl: the keep) */
 #define owner(v) (((v) - 1) % 3)
 #define NEVER 255       /* no expiry: idempotency_ttl outlives every run */
 #define NONE 255
+#if SCRIPTS
 #define CAP (LEASE > RT -> LEASE : RT)  /* ages are counted up to here: beyond, nothing tells them apart */
+#else
+#define CAP RT          /* (no lease: only the claim's timeout tells ages apart) */
+#endif
 #define ROOM 0          /* Redis's memory (OOM): room for writes, */
 #define FULLMEM 1       /* maxmemory reached with noeviction, */
 #define FREED 2         /* room again */
 
-mtype = { SET_NX, RENEW, LEASED_STORE, STORE, RELEASE, RESTORE };
+mtype = { SET_NX, RENEW, LEASED_STORE, STORE, RELEASE, RESTORE, SET_IFEQ, RENEW_IFEQ, DEL_IFEQ };
+/* the reply to a conditional write comes as the script's would: a store's,
+ * a renewal's, a release's */
+#define tag(o) (o == SET_IFEQ -> STORE : (o == RENEW_IFEQ -> RENEW : (o == DEL_IFEQ -> RELEASE : o)))
 
 /* ---------------------------------------------------------------- state */
 
@@ -110,6 +158,11 @@ bool awaited[N];        /* its claim's answer is still awaited (not timed out) *
 byte age[N];            /* since its last claim (or look) was sent, up to CAP */
 byte lage[N];           /* since its leased store in flight was sent (NONE: none) */
 byte back[N];           /* the put-back's expiry, as time left (PEXPIRETIME read in the leased store) */
+#ifdef OOM
+byte refused[N];        /* Redis refused, for memory, a conditional renewal that found the
+                           claim (1), and the request read the refusal and did not send the
+                           renewal again (2); none has renewed the claim since */
+#endif
 
 /* one connection per gateway: commands and replies in order */
 chan to_redis[N] = [3] of { mtype, byte, byte };           /* op, value, ttl or value */
@@ -127,7 +180,12 @@ inline expire() {
     :: kv != EMPTY && kexp == 0 ->
         if
         :: is_claim(kv) && held[owner(kv)] -> lapses++;
-            printf("Redis: %c's claim expired while %c still held it (lapse)\n", name(owner(kv)), name(owner(kv)))
+            printf("Redis: %c's claim expired while %c still held it (lapse)\n", name(owner(kv)), name(owner(kv)));
+#ifdef OOM
+            /* a lapse is a claim whose renewals did not reach Redis in time,
+             * never one whose renewal Redis refused and nothing sent again */
+            assert(refused[owner(kv)] != 2)
+#endif
         :: else -> printf("Redis: the key expired\n")
         fi;
         kv = EMPTY; kexp = NEVER
@@ -136,9 +194,11 @@ inline expire() {
 }
 
 /* Every write goes through here. Without data loss, a stored response (or
- * marker) is never replaced by another value, nor has its life shortened. */
+ * marker) is never replaced by another value, nor has its life shortened —
+ * nor with it, when no store goes within the lease (IFEQ): every write then
+ * acts only on the request's own claim. */
 inline write(v, e) {
-#ifndef LOSS
+#if WRITES_CHECKED
     assert(!(is_record(kv) && (v != kv || e < kexp)));
 #endif
     kv = v; kexp = e; remember()
@@ -153,10 +213,10 @@ inline remember() {
 #endif
 }
 
-inline reply(i, op, v) {
+inline reply(i, t, v) {
     if
-    :: from_redis[i]!op, v, false
-    :: faults < FAULTS -> faults++; from_redis[i]!op, 0, true;
+    :: from_redis[i]!t, v, false
+    :: faults < FAULTS -> faults++; from_redis[i]!t, 0, true;
         printf("Redis: ran %c's %e, its reply lost with the connection\n", name(i), op)
     fi
 }
@@ -171,7 +231,7 @@ inline serve(i) {
         /* the connection dropped before Redis read the command: not run */
         faults++;
         if :: op == LEASED_STORE -> lage[i] = NONE :: else fi;
-        from_redis[i]!op, 0, true;
+        from_redis[i]!tag(op), 0, true;
         printf("Redis: %c's %e dropped with the connection\n", name(i), op)
     :: true ->
         if
@@ -189,6 +249,15 @@ inline serve(i) {
             /* renew_script: PEXPIRE if the key holds the claim */
             if
             :: kv == CLAIM(i) -> write(kv, b); reply(i, op, 1)
+#ifdef OOM
+                ; refused[i] = 0
+#if CONDITIONAL
+                ; if
+                :: b == NEVER -> printf("Redis: %c's keep renews its claim for idempotency_ttl\n", name(i))
+                :: else
+                fi
+#endif
+#endif
             :: else -> reply(i, op, 0)
             fi
         :: op == LEASED_STORE ->
@@ -252,6 +321,56 @@ inline serve(i) {
             :: kv == b -> reply(i, op, 1)
             :: else -> reply(i, op, 0)
             fi
+#if CONDITIONAL
+        :: op == RENEW_IFEQ ->
+            /* SET key claim IFEQ claim PX lock_ttl: OK (1) or nil (0). A SET:
+             * refused while Redis is full, whatever the key holds */
+            if
+            :: mem == FULLMEM -> reply(i, RENEW, (b == NEVER -> OOMKEEP : OOMV));
+#ifdef OOM
+                if :: kv == CLAIM(i) -> refused[i] = 1 :: else fi;
+#endif
+                printf("Redis: %c's SET IFEQ renewal refused for memory\n", name(i))
+            :: mem != FULLMEM && kv == CLAIM(i) -> write(kv, b); reply(i, RENEW, 1)
+#ifdef OOM
+                ; refused[i] = 0
+#endif
+            :: mem != FULLMEM && kv != CLAIM(i) -> reply(i, RENEW, 0)
+            fi
+        :: op == SET_IFEQ ->
+            old = kv;
+#ifdef UNCONDITIONAL
+            /* SET key record PX ttl GET: no condition */
+            if
+            :: mem == FULLMEM -> reply(i, STORE, OOMV);
+                printf("Redis: %c's SET refused for memory\n", name(i))
+            :: mem != FULLMEM ->
+                printf("Redis: %c's unconditional SET replaces %d with %c's record\n", name(i), old, name(i));
+                write(a, NEVER); reply(i, STORE, old)
+            fi
+#else
+            /* SET key record IFEQ claim PX ttl GET: written only over our
+             * claim; the reply is the old value (our claim: stored; our
+             * record: stored already; else not stored). Refused while Redis
+             * is full, whatever the key holds */
+            if
+            :: mem == FULLMEM -> reply(i, STORE, OOMV);
+                printf("Redis: %c's SET IFEQ refused for memory\n", name(i))
+            :: mem != FULLMEM && kv == CLAIM(i) -> write(a, NEVER); reply(i, STORE, old);
+                printf("Redis: %c's SET IFEQ replaces its claim with %c's record\n", name(i), name(i))
+            :: mem != FULLMEM && kv != CLAIM(i) -> reply(i, STORE, old);
+                printf("Redis: %c's SET IFEQ finds %d, not its claim: nothing written\n", name(i), old)
+            fi
+#endif
+        :: op == DEL_IFEQ ->
+            /* DELIFEQ key claim (Valkey), DELEX key IFEQ claim (Redis): 1
+             * deleted, else 0; a DEL needs no memory */
+            if
+            :: kv == CLAIM(i) -> write(EMPTY, NEVER); reply(i, RELEASE, 1);
+                printf("Redis: %c's conditional delete deletes the key\n", name(i))
+            :: else -> reply(i, RELEASE, 0)
+            fi
+#endif
         fi
     fi
 }
@@ -284,6 +403,10 @@ end:
         :: seen & 64 -> kv = REC(2)
         fi;
         seen = 0;
+#ifdef OOM
+        for (a : 0 .. N - 1) { refused[a] = 0 };
+        a = 0;
+#endif
         if
         :: is_claim(kv) ->
             if
@@ -305,12 +428,21 @@ end:
 
 inline count_down(t) { if :: t != NEVER && t > 0 -> t-- :: else fi }
 inline grow(t) { if :: t < CAP -> t++ :: else fi }
+#ifdef FREE_CLOCKS
+inline grow_sent(t) { if :: t != NONE && t < RT -> t++ :: else fi }   /* (not waited for: counted no further) */
+#else
 inline grow_sent(t) { if :: t != NONE -> t++ :: else fi }
+#endif
 
 /* A tick of every clock. It waits for a leased store in flight to run
  * within RT of being sent (assumption 2). A drift tick runs Redis's clock
- * alone, DRIFT ticks at most (assumption 1). */
+ * alone, DRIFT ticks at most (assumption 1). With FREE_CLOCKS neither: no
+ * tick waits for a store, and Redis's clock runs ahead as far as it likes. */
+#ifdef FREE_CLOCKS
+#define in_time(i) true
+#else
 #define in_time(i) (lage[i] == NONE || lage[i] < RT)
+#endif
 #if N > 2
 #define stores_in_time (in_time(0) && in_time(1) && in_time(2))
 #else
@@ -338,7 +470,11 @@ end:
         for (i : 0 .. N - 1) { grow(age[i]); grow_sent(lage[i]); count_down(back[i]) };
         count_down(kexp); i = 0;
         printf("tick\n") }
+#ifdef FREE_CLOCKS
+    :: atomic { redis_time_matters ->
+#else
     :: atomic { drift < DRIFT && redis_time_matters -> drift++;
+#endif
         for (i : 0 .. N - 1) { count_down(back[i]) };
         count_down(kexp); i = 0;
         printf("tick of Redis's clock alone\n") }
@@ -350,6 +486,47 @@ end:
 /* A renewal's or a keepalive's answer (ScriptCalls::on_script_reply): the
  * claim found gone revokes the lease (Lease::revoke). */
 #define renewal_answered if :: !rl && x == 0 -> revoked = true :: else fi; x = 0; rl = false
+
+/* A renewal (on_renew), a keepalive ahead of a store sent again, or the keep
+ * of a claim whose store Redis refused for memory: renew_script, or the
+ * conditional SET ... IFEQ claim PX ttl */
+inline renew(ttl) {
+#if CONDITIONAL
+#if SCRIPTS
+    if
+    :: to_redis[me]!RENEW, CLAIM(me), ttl
+    :: to_redis[me]!RENEW_IFEQ, CLAIM(me), ttl
+    fi
+#else
+    to_redis[me]!RENEW_IFEQ, CLAIM(me), ttl
+#endif
+#else
+    to_redis[me]!RENEW, CLAIM(me), ttl
+#endif
+}
+
+/* ScriptCalls::on_script_reply: a conditional renewal or keepalive refused
+ * for memory goes again at once as the script, whose PEXPIRE a full Redis
+ * takes (a renewal by the script is never refused). Without both the
+ * conditional write and OOM it is not there at all (not even a skip, which
+ * would add a state to every renewal's answer). */
+#if CONDITIONAL && defined(OOM)
+#define refusal_then refusal();
+inline refusal() {
+    if
+    :: x == OOMV || x == OOMKEEP ->
+#ifdef RENEW_NO_FALLBACK
+        if :: refused[me] == 1 -> refused[me] = 2 :: else fi
+#else
+        refused[me] = 0; to_redis[me]!RENEW, CLAIM(me), (x == OOMKEEP -> NEVER : L);
+        printf("%c sends its refused renewal again, as the script\n", name(me))
+#endif
+    :: else
+    fi
+}
+#else
+#define refusal_then
+#endif
 
 proctype Request(byte me) {
     mtype op;
@@ -418,8 +595,8 @@ granted:
        }
     fi;
     do
-    :: renewals < RENEWALS -> renewals++; to_redis[me]!RENEW, CLAIM(me), L   /* on_renew */
-    :: from_redis[me]?RENEW, x, rl -> renewal_answered
+    :: renewals < RENEWALS -> renewals++; renew(L)   /* on_renew */
+    :: from_redis[me]?RENEW, x, rl -> refusal_then renewal_answered
     :: break                              /* the response ends: claim_stop_renewing */
     od;
     /* claim_complete with the record; claim_unreplayable sends the marker
@@ -435,18 +612,27 @@ granted:
 
 store:
     /* ScriptCalls::store -> render_store: the lease is judged as the store
-     * leaves, first attempt only */
+     * leaves, first attempt only; on a server with the conditional write,
+     * SET key record IFEQ claim PX ttl GET, every attempt */
     atomic {
+#if SCRIPTS
         leased = tries == 0 && !revoked && age[me] < LEASE;
+#endif
         if
+#if SCRIPTS
         :: leased -> lage[me] = 0; to_redis[me]!LEASED_STORE, rec, 0;
             printf("%c stores within its lease\n", name(me))
-        :: else -> to_redis[me]!STORE, rec, 0;
+        :: !leased -> to_redis[me]!STORE, rec, 0;
             printf("%c stores, fenced\n", name(me))
+#endif
+#if CONDITIONAL
+        :: leased = false; to_redis[me]!SET_IFEQ, rec, 0;
+            printf("%c stores by SET IFEQ\n", name(me))
+#endif
         fi
     }
     do
-    :: from_redis[me]?RENEW, x, rl -> renewal_answered
+    :: from_redis[me]?RENEW, x, rl -> refusal_then renewal_answered
     :: from_redis[me]?LEASED_STORE, v, lost -> break
     :: from_redis[me]?STORE, v, lost -> break
     od;
@@ -458,7 +644,7 @@ store:
             /* ScriptCalls::failed, then on_retry_timer: a keepalive ahead of
              * the store sent again, fenced */
             tries++;
-            to_redis[me]!RENEW, CLAIM(me), L;
+            renew(L);
             goto store
         :: else -> goto owed_done         /* give_up: the claim expires */
         fi
@@ -480,7 +666,9 @@ store:
             tries = 0; lost = false;
             goto restore
         fi
-    :: else -> held[me] = false; leased = false   /* the fenced script answered: stored (1) or not (0) */
+    :: else -> held[me] = false; leased = false
+        /* the fenced script answered: stored (1) or not (0); SET IFEQ: the
+         * old value (our claim: stored; our record: stored already; else not) */
     fi;
     v = 0; lost = false;
     goto owed_done;
@@ -491,8 +679,15 @@ kept:
      * every run: no expiry; PEXPIRE needs no memory), then the fenced store
      * again, until it is answered by Redis — stored, or the claim found
      * gone. (A record Redis refused for memory and the marker stored in its
-     * place when the worker cannot hold it are the same to the protocol.) */
+     * place when the worker cannot hold it are the same to the protocol.)
+     * The keep is the script on every server: sent as the conditional SET,
+     * a full Redis refuses it, and sent again as the script it would land
+     * behind the store it was to precede (KEEP_IFEQ) */
+#ifdef KEEP_IFEQ
+    renew(NEVER);
+#else
     to_redis[me]!RENEW, CLAIM(me), NEVER;
+#endif
 #ifdef OOM_GIVES_UP
     /* the store as it was: attempts within its window, then give_up, the
      * claim left for idempotency_ttl */
@@ -501,10 +696,19 @@ kept:
     :: else -> printf("%c gives the store up: its claim stays for idempotency_ttl\n", name(me)); goto owed_done
     fi;
 #endif
+#if CONDITIONAL && SCRIPTS
+    if
+    :: to_redis[me]!STORE, rec, 0
+    :: to_redis[me]!SET_IFEQ, rec, 0
+    fi;
+#elif CONDITIONAL
+    to_redis[me]!SET_IFEQ, rec, 0;
+#else
     to_redis[me]!STORE, rec, 0;
+#endif
     printf("%c keeps its claim for idempotency_ttl and stores again, fenced\n", name(me));
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: from_redis[me]?STORE, v, lost -> break
     od;
     if
@@ -516,7 +720,7 @@ restore:
     /* restore_script, Role::restore, sent again after a lost reply */
     to_redis[me]!RESTORE, rec, v;
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: from_redis[me]?RESTORE, x, lost -> break
     od;
     if
@@ -530,9 +734,21 @@ release:
     /* claim_release -> release_script, sent again after a lost reply */
     tries = 0; v = 0; lost = false;
 release_again:
+#if CONDITIONAL
+    /* DELIFEQ key claim (Valkey >= 9.0), DELEX key IFEQ claim (Redis >= 8.4) */
+#if SCRIPTS
+    if
+    :: to_redis[me]!RELEASE, CLAIM(me), 0
+    :: to_redis[me]!DEL_IFEQ, CLAIM(me), 0
+    fi;
+#else
+    to_redis[me]!DEL_IFEQ, CLAIM(me), 0;
+#endif
+#else
     to_redis[me]!RELEASE, CLAIM(me), 0;
+#endif
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: from_redis[me]?RELEASE, x, lost -> x = 0; break
     od;
     if
@@ -543,7 +759,7 @@ release_again:
 owed_done:
     /* what is left on the connection: answers to renewals sent earlier */
     do
-    :: from_redis[me]?RENEW, x, rl -> x = 0; rl = false
+    :: from_redis[me]?RENEW, x, rl -> refusal_then x = 0; rl = false
     :: empty(from_redis[me]) && empty(to_redis[me]) -> break
     od;
 done:
@@ -552,6 +768,9 @@ done:
         kept_tries = 0;
 #endif
         v = 0; x = 0; rec = 0; tries = 0; looks = 0; renewals = 0; lost = false; rl = false;
+#ifdef OOM
+        refused[me] = 0;
+#endif
         revoked = false; leased = false; back[me] = NEVER; age[me] = CAP; ended++ }
 }
 
