@@ -1,4 +1,5 @@
-# Sourced by scripts/matrix.sh and scripts/newest-nginx.sh: Debian suites
+# Sourced by scripts/matrix.sh, scripts/newest-nginx.sh and
+# scripts/store-server.sh: Debian suites
 # other than the machine's own, through apt with a private state (its own
 # sources.list, package lists and archive cache under the cache directory),
 # so the machine's /etc/apt, its lists and its installed packages are never
@@ -13,7 +14,8 @@
 #                             0 fetches them on every run
 #
 # Functions: suite_apt_get, suite_apt_cache, suite_update, suite_candidate,
-# suite_source_uris, nginx_dev_tree, source_conf_flags, nginx_tree_version, say.
+# suite_source_uris, suite_source_version, suite_source_tree,
+# nginx_dev_tree, source_conf_flags, nginx_tree_version, say.
 
 idem_cache=${NGINX_IDEM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nginx-idempotency}
 debian_mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -82,11 +84,55 @@ suite_candidate() {
     suite_apt_cache "$1" policy "$2" 2>/dev/null | sed -n 's/^  Candidate: //p' | grep -v '(none)'
 }
 
-# The files of the newest source package of nginx in the suite, one per line:
-# URI NAME SIZE SHA256
+# The files of a source package in the suite (PKG: its newest; PKG=VERSION),
+# one per line: URI NAME SIZE SHA256
 suite_source_uris() {
     suite_apt_get "$1" --print-uris source "$2" 2>/dev/null \
         | sed -n "s/^'\([^']*\)' \([^ ]*\) \([0-9]*\) SHA256:\([0-9a-f]*\)$/\1 \2 \3 \4/p"
+}
+
+# The newest version (epoch included) of the source package PKG the
+# suite's Sources index lists.
+suite_source_version() {
+    local v newest=
+    while read -r v; do
+        if [ -z "$newest" ] || dpkg --compare-versions "$v" gt "$newest"; then newest=$v; fi
+    done < <(suite_apt_cache "$1" showsrc "$2" 2>/dev/null | sed -n 's/^Version: //p')
+    [ -n "$newest" ] && printf '%s\n' "$newest"
+}
+
+# The source package PKG=VERSION of the suite, downloaded into DIR/dl and
+# unpacked into DIR/tree (logs in DIR): the whole source package (.dsc,
+# orig tarball, Debian's debian.tar.xz; dpkg-source -x, Debian's patches
+# applied), or else the orig tarball alone (the upstream release as Debian
+# took it in), checked against the SHA256 of the suite's signed Sources
+# index. Sets source_kind to source-package or orig-tarball.
+suite_source_tree() {
+    local suite=$1 pkg=$2 version=$3 dir=$4 orig orig_sha
+    source_kind=
+    rm -rf "$dir/tree" && mkdir -p "$dir/dl" || return 1
+    if ( cd "$dir/dl" && suite_apt_get "$suite" source --download-only "$pkg=$version" ) > "$dir/download.log" 2>&1; then
+        if dpkg-source -x "$dir/dl/${pkg}_${version#*:}.dsc" "$dir/tree" > "$dir/unpack.log" 2>&1; then
+            source_kind=source-package
+            return 0
+        fi
+        say "apt: dpkg-source -x $pkg $version failed:"; tail -5 "$dir/unpack.log" >&2
+        return 1
+    fi
+    grep '^E: ' "$dir/download.log" | sed 's/^/    /' >&2
+    # apt keeps the files it could fetch: the orig tarball alone will do,
+    # checked again against the index's SHA256.
+    read -r _ orig _ orig_sha < <(suite_source_uris "$suite" "$pkg=$version" \
+                                  | grep -E " ${pkg}_[^ ]*\.orig\.tar\.[a-z0-9]+ ")
+    if [ -n "${orig:-}" ] && [ -f "$dir/dl/$orig" ] \
+       && [ "$(sha256sum < "$dir/dl/$orig" | cut -c1-64)" = "$orig_sha" ]; then
+        mkdir -p "$dir/tree" && tar -C "$dir/tree" --strip-components=1 -xf "$dir/dl/$orig" || return 1
+        source_kind=orig-tarball
+        say "apt: using $orig alone (SHA256 as in $suite's Sources index): the upstream source, without Debian's patches"
+        return 0
+    fi
+    say "apt: Debian $suite: neither the source package $pkg $version nor its orig tarball can be downloaded"
+    return 1
 }
 
 # The nginx-dev tree (nginx's headers, configure, conf_flags) of the suite's

@@ -64,7 +64,6 @@ for suite in "${suites[@]}"; do
     uris=$(suite_source_uris "$suite" nginx)
     version=$(sed -n 's/^[^ ]* nginx_\([^ ]*\)\.dsc .*/\1/p' <<< "$uris")
     [ -n "$version" ] || { log "Debian $suite: no nginx source package in its Sources index"; continue; }
-    printf '%s\n' "$uris" > "$cache/$suite.uris"
     index+="$suite $uris"$'\n'
     log "Debian $suite serves nginx $version"
     # insertion by version, newest first
@@ -92,32 +91,9 @@ if [ -z "$selected" ]; then
     for c in "${cands[@]}"; do
         version=${c%% *} suite=${c#* }
         dir="$cache/src/$suite-${version//:/%3a}"
-        mkdir -p "$dir/dl"
         log "downloading Debian $suite's source package nginx $version"
-        if ( cd "$dir/dl" && suite_apt_get "$suite" source --download-only "nginx=$version" ) > "$dir/download.log" 2>&1; then
-            rm -rf "$dir/tree"
-            if dpkg-source -x "$dir/dl/nginx_${version#*:}.dsc" "$dir/tree" > "$dir/unpack.log" 2>&1; then
-                sel_kind=source-package
-            else
-                log "dpkg-source -x failed:"; tail -5 "$dir/unpack.log" >&2
-                continue
-            fi
-        else
-            grep '^E: ' "$dir/download.log" | sed 's/^/    /' >&2
-            # apt keeps the files it could fetch: the orig tarball alone will do,
-            # checked again against the index's SHA256.
-            read -r _ orig _ orig_sha < <(grep -E ' nginx_[^ ]*\.orig\.tar\.[a-z0-9]+ ' "$cache/$suite.uris")
-            if [ -n "${orig:-}" ] && [ -f "$dir/dl/$orig" ] \
-               && [ "$(sha256sum < "$dir/dl/$orig" | cut -c1-64)" = "$orig_sha" ]; then
-                rm -rf "$dir/tree" && mkdir -p "$dir/tree"
-                tar -C "$dir/tree" --strip-components=1 -xf "$dir/dl/$orig" || continue
-                sel_kind=orig-tarball
-                log "using $orig alone (SHA256 as in $suite's Sources index): nginx.org's source, without Debian's patches"
-            else
-                log "Debian $suite: neither the source package nor its orig tarball can be downloaded"
-                continue
-            fi
-        fi
+        suite_source_tree "$suite" nginx "$version" "$dir" || continue
+        sel_kind=$source_kind
         sel_version=$version sel_suite=$suite sel_src="$dir/tree"
         printf '%s\n%s %s %s %s\n' "$index_sum" "$sel_version" "$sel_suite" "$sel_kind" "$sel_src" > "$cache/selected"
         selected=1
