@@ -35,7 +35,10 @@
 #   node_pid($port), node_dir($port)
 #   find_redis_server(), find_redis_cli()
 #                         the binaries: TEST_REDIS_SERVER or REDIS_SERVER,
-#                         else redis-server from PATH; redis-cli beside it
+#                         else redis-server from PATH (a valkey-server will
+#                         do: scripts/store-server.sh); the cli beside it
+#                         (redis-cli, valkey-cli beside valkey-server), or
+#                         TEST_REDIS_CLI
 
 package Idem::Redis;
 
@@ -71,9 +74,14 @@ sub find_redis_server {
     die "Idem::Redis: redis-server not found (set TEST_REDIS_SERVER or PATH)\n";
 }
 
+# The cli of the server under test's own build: its Cluster is created
+# and resharded by its own tools, not the machine's.
 sub find_redis_cli {
-    (my $cli = find_redis_server()) =~ s/redis-server$/redis-cli/;
-    return $cli if $cli =~ m{/} && -x $cli;
+    return $ENV{TEST_REDIS_CLI} if $ENV{TEST_REDIS_CLI};
+    my $server = find_redis_server();
+    (my $cli = $server) =~ s/(redis|valkey)-server$/$1-cli/;
+    return $cli if $cli ne $server && -x $cli;
+    die "Idem::Redis: no cli beside $server (set TEST_REDIS_CLI)\n" if $server !~ m{/redis-server$};
     return 'redis-cli';
 }
 
