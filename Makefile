@@ -156,7 +156,13 @@ unit: $(UNIT_BIN)
 # blocks marked --- redis_only are skipped on both, --- shared_store on the
 # zone). The stand-in in t/standin is used only when the real Test::Nginx
 # is not installed. PROVE_JOBS=N runs each pass as N prove processes at
-# once (scripts/prove-jobs.sh).
+# once (scripts/prove-jobs.sh). STORE_SERVER=valkey-9 (or valkey-8,
+# redis-8: scripts/store-server.sh, which builds it the first time) runs
+# make prove, make test and make stress on that server and its cli instead
+# of the machine's redis-server.
+STORE_SERVER ?=
+STORE_ENV = $(if $(STORE_SERVER),bin=$$(scripts/store-server.sh $(STORE_SERVER)) || exit 1; \
+              export TEST_REDIS_SERVER=$$bin; echo "store server: $$bin";)
 STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/005-upstream-errors.t \
                         t/011-wait.t t/013-max-response-size.t t/014-failure-outcomes.t t/032-scope.t \
                         t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t \
@@ -166,7 +172,7 @@ STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/0
 CLUSTER_TESTS := t/055-live-join.t t/059-admin.t t/060-fence.t t/065-pieces.t t/067-pieces-flow.t
 
 prove: $(MODULE)
-	@if perl -MTest::Nginx::Socket -e1 2>/dev/null; then inc=; else inc="-I t/standin"; fi; \
+	@$(STORE_ENV) if perl -MTest::Nginx::Socket -e1 2>/dev/null; then inc=; else inc="-I t/standin"; fi; \
 	  TEST_NGINX_BINARY=$(NGINX_BIN) scripts/prove-jobs.sh $$inc -r t && \
 	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=zone scripts/prove-jobs.sh $$inc $(STORE_AGNOSTIC_TESTS) && \
 	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=cluster scripts/prove-jobs.sh $$inc $(CLUSTER_TESTS)
@@ -235,10 +241,11 @@ stop:
 # upstream and nginx instances on free loopback ports (the concurrency case
 # also against the zone store and Redis over TLS); non-zero on a violation.
 # STRESS_SCALE=0.2 for a quick run, STRESS_ASAN=1 against the ASan build,
-# STRESS_TESTS="stress/03-redis-outage.t" for some files only.
+# STRESS_TESTS="stress/03-redis-outage.t" for some files only,
+# STORE_SERVER=valkey-9 on another server (see prove).
 STRESS_TESTS ?= stress
 stress: deps $(MODULE)
-	NGINX_BIN=$(NGINX_BIN) prove -v $(STRESS_TESTS)
+	$(STORE_ENV) NGINX_BIN=$(NGINX_BIN) prove -v $(STRESS_TESTS)
 
 # The benchmark (scripts/bench.sh --growth --instructions): CPU per request
 # per process, throughput and latency of plain proxy vs. the module (new key,
