@@ -4,6 +4,7 @@
 #   make run      the demo gateway on 127.0.0.1:8080 (installs what is missing)
 #   make deb      the Debian package libnginx-mod-http-idempotency in build/deb/
 #   make deb-trixie         the same for Debian 13, built in a trixie root
+#   make docker-steps       contrib/docker/Dockerfile's steps, run in trixie roots without Docker
 #   make matrix             the module built against nginx 1.22, 1.26 and 1.30, with and without debug
 #   make test-newest-nginx  the Test::Nginx suite against the newest nginx Debian serves, built here
 #   make verify   the claim protocol's model checked by SPIN (model/README.md)
@@ -271,6 +272,15 @@ deb: $(DEB)
 # root). About 4 minutes the first time, 1 minute after.
 deb-trixie: deps
 	scripts/build-deb-trixie.sh $(BUILD)/deb-trixie
+
+# contrib/docker/Dockerfile's instructions run without Docker, each stage in
+# an overlay of a pristine debootstrapped trixie root, as the file's FROM
+# debian:trixie names (scripts/docker-steps.sh, which reads the file: its
+# package lists and commands are the ones run); then the image's nginx loads
+# the module. Needs root. About 2 minutes (the first run 1.5 more: debootstrap).
+.PHONY: docker-steps
+docker-steps:
+	scripts/docker-steps.sh contrib/docker/Dockerfile $(BUILD)/docker-steps
 
 $(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md $(wildcard docs/*.md) scripts/build-deb.sh $(shell find contrib -type f) scripts/idempotency-admin
 	scripts/build-deb.sh $(BUILD)/deb
