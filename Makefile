@@ -4,6 +4,8 @@
 #   make run      the demo gateway on 127.0.0.1:8080 (installs what is missing)
 #   make deb      the Debian package libnginx-mod-http-idempotency in build/deb/
 #   make deb-trixie         the same for Debian 13, built in a trixie root
+#   make docker-steps       contrib/docker/Dockerfile's steps, run in trixie roots without Docker
+#   make test-fresh-root    the README's quick start (make test, make run) in a fresh trixie root
 #   make matrix             the module built against nginx 1.22, 1.26 and 1.30, with and without debug
 #   make test-newest-nginx  the Test::Nginx suite against the newest nginx Debian serves, built here
 #   make test-stores        the files that talk to Redis against Valkey 8.1, Valkey 9.1 and Redis 8.0, built here
@@ -160,7 +162,8 @@ unit: $(UNIT_BIN)
 # once (scripts/prove-jobs.sh). STORE_SERVER=valkey-9 (or valkey-8,
 # redis-8: scripts/store-server.sh, which builds it the first time) runs
 # make prove, make test and make stress on that server and its cli instead
-# of the machine's redis-server.
+# of the machine's redis-server. PROVE_STORES chooses the passes: redis
+# (every file), zone, cluster; all three by default.
 STORE_SERVER ?=
 STORE_ENV = $(if $(STORE_SERVER),bin=$$(scripts/store-server.sh $(STORE_SERVER)) || exit 1; \
               export TEST_REDIS_SERVER=$$bin; echo "store server: $$bin";)
@@ -172,11 +175,17 @@ STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/0
                         t/070-unreplayable-at-capture.t
 CLUSTER_TESTS := t/055-live-join.t t/059-admin.t t/060-fence.t t/065-pieces.t t/067-pieces-flow.t
 
+PROVE_STORES ?= redis zone cluster
 prove: $(MODULE)
 	@$(STORE_ENV) if perl -MTest::Nginx::Socket -e1 2>/dev/null; then inc=; else inc="-I t/standin"; fi; \
-	  TEST_NGINX_BINARY=$(NGINX_BIN) scripts/prove-jobs.sh $$inc -r t && \
-	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=zone scripts/prove-jobs.sh $$inc $(STORE_AGNOSTIC_TESTS) && \
-	  TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=cluster scripts/prove-jobs.sh $$inc $(CLUSTER_TESTS)
+	  for store in $(PROVE_STORES); do \
+	    case $$store in \
+	    redis)   TEST_NGINX_BINARY=$(NGINX_BIN) scripts/prove-jobs.sh $$inc -r t ;; \
+	    zone)    TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=zone scripts/prove-jobs.sh $$inc $(STORE_AGNOSTIC_TESTS) ;; \
+	    cluster) TEST_NGINX_BINARY=$(NGINX_BIN) TEST_NGINX_IDEM_STORE=cluster scripts/prove-jobs.sh $$inc $(CLUSTER_TESTS) ;; \
+	    *)       echo "PROVE_STORES: no pass \"$$store\" (redis, zone, cluster)" >&2; false ;; \
+	    esac || exit 1; \
+	  done
 
 test: deps doc-check
 	$(MAKE) unit
@@ -279,6 +288,27 @@ deb: $(DEB)
 # root). About 4 minutes the first time, 1 minute after.
 deb-trixie: deps
 	scripts/build-deb-trixie.sh $(BUILD)/deb-trixie
+
+# contrib/docker/Dockerfile's instructions run without Docker, each stage in
+# an overlay of a pristine debootstrapped trixie root, as the file's FROM
+# debian:trixie names (scripts/docker-steps.sh, which reads the file: its
+# package lists and commands are the ones run); then the image's nginx loads
+# the module. Needs root. About 2 minutes (the first run 1.5 more: debootstrap).
+.PHONY: docker-steps
+docker-steps:
+	scripts/docker-steps.sh contrib/docker/Dockerfile $(BUILD)/docker-steps
+
+# The README's quick start on a fresh Debian 13: in an overlay of the same
+# pristine trixie root, with nothing but git, make and a copy of the tree,
+# `make deps`, `make test $(FRESH_ROOT_MAKE_ARGS)`, then `make run` with the
+# README's POST and its retry, in a network namespace of their own
+# (scripts/test-fresh-root.sh; needs root). One Test::Nginx pass, on Redis,
+# by default: the zone and cluster passes run in the machine's make test
+# (docs/install.md#a-fresh-debian). 10.5 to 12.5 minutes.
+FRESH_ROOT_MAKE_ARGS ?= PROVE_STORES=redis
+.PHONY: test-fresh-root
+test-fresh-root:
+	scripts/test-fresh-root.sh $(BUILD)/fresh-root $(FRESH_ROOT_MAKE_ARGS)
 
 $(DEB): $(MODULE_SRCS) $(shell find debian -type f) README.md $(wildcard docs/*.md) scripts/build-deb.sh $(shell find contrib -type f) scripts/idempotency-admin
 	scripts/build-deb.sh $(BUILD)/deb

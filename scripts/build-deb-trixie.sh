@@ -30,6 +30,7 @@
 # The package is purged from the root afterwards, so the cached root stays a
 # build root.
 #
+# The root's machinery (debootstrap, mounts, chroot) is scripts/debian-root.sh's.
 # /proc and /dev are mounted in the root only while the script runs and are
 # unmounted on every exit. Every step that waits on the network or a build
 # runs under `timeout`. Environment: DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR
@@ -43,21 +44,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
+prog=build-deb-trixie
+. scripts/debian-root.sh
+
 suite=trixie
 abi_prefix=nginx-abi-1.26.
-# The first URI of the machine's apt sources whose path ends in /$1.
-host_mirror() {
-    {
-        sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr -s ' \t' '\n\n'
-        sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\{0,1\}\([^[:space:]]\+\).*/\2/p' \
-            /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-    } | sed 's:/*$::' | grep -m1 "/$1\$" || true
-}
-mirror=${DEBIAN_MIRROR:-$(host_mirror debian)}
-[ -n "$mirror" ] || { echo "build-deb-trixie: no .../debian URI in the apt sources: set DEBIAN_MIRROR" >&2; exit 1; }
-security_mirror=${DEBIAN_SECURITY_MIRROR:-$(host_mirror debian-security)}
-security_mirror=${security_mirror:-${mirror%/debian}/debian-security}
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+root_mirrors
 suffix=${DEB_SUFFIX:-+deb13}
 pkg=libnginx-mod-http-idempotency
 build_deps=(build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libzstd-dev libssl-dev)
@@ -76,95 +68,27 @@ if [ "$(id -u)" -ne 0 ]; then
         DEB_SUFFIX="$suffix" SUDO_OWNER="$(id -u):$(id -g)" "$0" "$out"
 fi
 
-start=$SECONDS
-step() { printf '[build-deb-trixie %4ds] %s\n' $((SECONDS - start)) "$*"; }
-die()  { echo "build-deb-trixie: $*" >&2; exit 1; }
-
-command -v debootstrap >/dev/null || scripts/install-deps.sh debootstrap
-[ -r "$keyring" ] || scripts/install-deps.sh debian-archive-keyring
-
-mkdir -p "$(dirname "$root")"
-root=$(cd "$(dirname "$root")" && pwd)/$(basename "$root")
-if [ "$root" = / ] || [ "${#root}" -le 8 ]; then die "refusing root directory '$root'"; fi
+root_tools
+root=$(root_path "$root")
 
 # One run at a time per root.
 exec 9>"$root.lock"
 flock -w 1800 9 || die "another run holds $root.lock"
 
-# --- mounts ------------------------------------------------------------------
-
-mounted_under() {  # the mount points at or below $1, deepest first
-    awk -v r="$1" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/self/mounts | sort -r
-}
-unmount_all() {
-    local m
-    for m in $(mounted_under "$root"); do
-        umount "$m" 2>/dev/null || umount -l "$m" || echo "build-deb-trixie: could not unmount $m" >&2
-    done
-}
-mount_all() {
-    mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
-    mountpoint -q "$root/dev"  || mount --bind /dev "$root/dev"
-}
-trap unmount_all EXIT
+# /proc and /dev, unmounted on every exit.
+trap 'root_unmount_all "$root"' EXIT
 trap 'exit 130' INT TERM
-
-# Runs a command in the root with a clean environment.
-in_root() {
-    local t=$1; shift
-    timeout --foreground -k 10 "$t" chroot "$root" /usr/bin/env -i \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
-}
-# The same, its output in $logs/NAME.log; the log's tail is shown on failure.
-logs=$root.logs
-in_root_logged() {
-    local name=$1; shift
-    mkdir -p "$logs"
-    in_root "$@" > "$logs/$name.log" 2>&1 ||
-        { tail -n 30 "$logs/$name.log" >&2; die "$name failed (log: $logs/$name.log)"; }
-}
-apt_opts=(-o Acquire::Retries=3 -o Acquire::http::Timeout=60 -o APT::Install-Recommends=false -o Dpkg::Use-Pty=false -q)
+apt_opts=("${root_apt_opts[@]}")
 
 # --- the root ----------------------------------------------------------------
 
 ready=$root/.nginx-idempotency-ready
 if [ ! -e "$ready" ]; then
-    if [ -e "$root" ]; then
-        step "removing the unfinished root $root"
-        unmount_all
-        [ -z "$(mounted_under "$root")" ] || die "something is still mounted under $root"
-        rm -rf --one-file-system "$root"
-    fi
-    step "debootstrap --variant=minbase $suite $root $mirror"
-    mkdir -p "$logs"
-    timeout --foreground -k 10 1200 debootstrap --variant=minbase --keyring="$keyring" \
-        "$suite" "$root" "$mirror" > "$logs/debootstrap.log" 2>&1 ||
-        { tail -n 30 "$logs/debootstrap.log" >&2; die "debootstrap failed (log: $logs/debootstrap.log)"; }
-    grep '^I: Valid Release signature' "$logs/debootstrap.log" || die "debootstrap did not check the Release signature"
-    unmount_all  # anything debootstrap left mounted
-
-    rm -f "$root/etc/apt/sources.list"
-    cat > "$root/etc/apt/sources.list.d/debian.sources" <<EOF
-Types: deb
-URIs: $mirror
-Suites: $suite $suite-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: $security_mirror
-Suites: $suite-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    # No service ever starts in the root.
-    printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
-    chmod 755 "$root/usr/sbin/policy-rc.d"
+    root_debootstrap "$suite" "$root"
     rm -f "$root/.nginx-idempotency-refreshed"
 fi
 
-mount_all
+root_mount "$root"
 
 refreshed=$root/.nginx-idempotency-refreshed
 if [ -n "${TRIXIE_REFRESH:-}" ] || [ ! -e "$refreshed" ] || [ -n "$(find "$refreshed" -mtime +6)" ]; then

@@ -122,6 +122,10 @@ main::leave_no_room_for_large_stores();
 my ($old) = IdempotencyTest::worker_pids();
 Test::More::is(IdempotencyTest::nginx_post('/exit/3?size=1000000', 'exit-3'), 201, 'TEST 3: the original is answered in full');
 Test::More::ok(IdempotencyTest::error_log_has('is out of memory and refused the response'), 'TEST 3: the store is refused for memory');
+# and stays refused, whatever Redis frees meanwhile: with Redis 8.0
+# (Debian 13) the room measured above turned up again after the refusal,
+# and the response landed
+IdempotencyTest::redis_command('CONFIG', 'SET', 'maxmemory', 1);
 kill 'HUP', IdempotencyTest::master_pid();
 Test::More::ok(IdempotencyTest::wait_until(sub { !kill(0, $old) }, 30),
                'TEST 3: the old worker exits within the window, not at the end of idempotency_ttl');

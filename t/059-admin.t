@@ -255,6 +255,8 @@ sub with_client {
     my ($rc, $out) = client('--scope', 'acme', '--user', 'alice:secret', 'inspect', 'admin-11');
     Test::More::is($rc, 0, 'inspect: exit 0');
     Test::More::like($out, qr/"state": "stored"/, '... prints the inspection');
+    Test::More::like($out, qr/\A\{\n    "key_hash": "[0-9a-f]+",\n    "store": "/,
+                     '... indented, in the endpoint\'s order, whatever else is installed');
     ($rc, $out) = client('--user', 'alice:secret', 'inspect', 'admin-11');
     Test::More::like($out, qr/"state": "absent"/, 'without the scope: absent');
     ($rc, $out) = client('--scope', 'acme', 'purge', 'admin-11');
