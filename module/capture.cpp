@@ -263,8 +263,9 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     r->allow_ranges = 0;
     // duplicates that wait for it join it from here on (feed.hpp)
     if (ctx->capture.feed != nullptr) {
+        auto flags = static_cast<std::uint8_t>(response_flags(r) | (trailers_follow(r) ? expect_trailers : 0));
         feed_publish(ctx->capture.feed, ctx, static_cast<std::uint16_t>(ctx->response_status), headers,
-                     ctx->capture.headers.nelts, ResponseExtras{response_flags(r)});
+                     ctx->capture.headers.nelts, ResponseExtras{flags});
     }
 
     ngx_int_t rc = next_header_filter(r);

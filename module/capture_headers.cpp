@@ -160,6 +160,15 @@ std::uint8_t response_flags(const ngx_http_request_t* r) noexcept
                                      | (r->expect_trailers ? expect_trailers : 0));
 }
 
+bool trailers_follow(const ngx_http_request_t* r) noexcept
+{
+    static const ngx_str_t grpc = ngx_string("application/grpc");
+    const ngx_str_t& type = r->headers_out.content_type;
+    return r->expect_trailers
+           || (type.len >= grpc.len && ngx_strncasecmp(type.data, grpc.data, grpc.len) == 0
+               && (type.len == grpc.len || type.data[grpc.len] == '+' || type.data[grpc.len] == ';'));
+}
+
 // The trailers the upstream sent (gRPC's grpc-status); add_trailer's are
 // added below the capture, to the replay as to the original.
 bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out)

@@ -41,6 +41,12 @@ ngx_uint_t count_headers(ngx_list_t& list) noexcept;
 // treated alike.
 std::uint8_t response_flags(const ngx_http_request_t* r) noexcept;
 
+// Whether trailers follow the response's body: nginx expects them, or the
+// response is gRPC's (Content-Type application/grpc), whose status comes in
+// trailers grpc_pass sets only once the body has passed. Such a response is
+// not joined live: its duplicates get it, trailers and all, from the store.
+bool trailers_follow(const ngx_http_request_t* r) noexcept;
+
 // Why the response as it is recorded could never be sent again — its
 // status as the client gets it and the headers collect_headers took, or the
 // trailers collect_trailers took — by the rule the decoder applies to every

@@ -20,6 +20,7 @@ worker_connections(256);    # 20 joiners and more on one worker
 test_nginx_defaults();
 
 $ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
+$ENV{TEST_NGINX_GRPC_PORT} = IdempotencyTest::free_port();
 
 sub port { IdempotencyTest::nginx_port() }
 
@@ -486,4 +487,52 @@ idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 main::counted_location('idempotency_wait 10s', 'proxy_buffering off')
 --- request
 GET /_count/live/13
+--- response_body: 1
+
+
+
+=== TEST 14: a gRPC response (trailers after the body) is never joined: a duplicate while it streams waits, and gets the trailers from the store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+server {
+    # a gRPC server: the upstream's message, streamed, then the status in trailers
+    listen 127.0.0.1:$TEST_NGINX_GRPC_PORT http2;
+    location / {
+        add_trailer grpc-status 0;
+        add_trailer grpc-message done;
+        proxy_buffering off;
+        proxy_pass http://backend;
+    }
+}
+server {
+    listen 127.0.0.1:$TEST_NGINX_H2_PORT http2;
+    server_name localhost;
+    location / {
+        idempotency on;
+        idempotency_wait 10s;
+        add_header X-Idempotency-Status $idempotency_status always;
+        grpc_pass grpc://127.0.0.1:$TEST_NGINX_GRPC_PORT;
+    }
+}
+--- config eval
+main::location_conf('/_count/', 'proxy_pass http://backend')
+--- init
+my $uri = '/grpc/14?size=4000&chunked=1&trickle=1&gate=live14&header=Content-Type:application/grpc';
+my $original = Idem::Live::h2_post($ENV{TEST_NGINX_H2_PORT}, $uri, 'live-14');
+Test::More::is($original->head->{headers}{'x-idempotency-status'}, 'new', 'live-14: the original');
+$original->body_length(1000);
+my $dup = Idem::Live::h2_post($ENV{TEST_NGINX_H2_PORT}, $uri, 'live-14');
+# joined, it would have its head at once: it waits for the end instead
+Test::More::ok(!eval { $dup->head(1) }, 'live-14: the duplicate is not joined while the response streams');
+Idem::Live::open_gate('live14', 4);
+my ($first, $waited) = ($original->finish, $dup->finish);
+Test::More::is("$first->{trailers} " . length $first->{body}, "grpc-status: 0\ngrpc-message: done 4000",
+               'live-14: the original ends with its trailers');
+Test::More::is("$waited->{status} " . ($waited->{headers}{'x-idempotency-status'} // '-'), '201 waited',
+               'live-14: the duplicate waited for the end');
+Test::More::is($waited->{body}, $first->{body}, 'live-14: ... got the body');
+Test::More::is($waited->{trailers}, $first->{trailers}, 'live-14: ... and the trailers, from the store');
+Test::More::is(IdempotencyTest::upstream_count('/grpc/14'), 1, 'live-14: the upstream ran once');
+--- request
+GET /_count/grpc/14
 --- response_body: 1

@@ -19,7 +19,9 @@
 #                     the same POST over HTTP/2 (h2c, prior knowledge), by
 #                     curl on a pipe: the same stream API; its body is what
 #                     curl got, complete when curl says the stream ended
-#                     whole (exit status 0). close stops curl (by its pid).
+#                     whole (exit status 0); finish also gives its trailers
+#                     ("name: value" lines joined by "\n", from curl's
+#                     trace). close stops curl (by its pid).
 #   $s->head          waits for the response head; returns {status,
 #                     headers (lower-case names)}
 #   $s->body_has($text, [$secs])
@@ -41,6 +43,20 @@
 #   open_gate($name, $n)
 #                     lets the upstream's event stream behind gate $name
 #                     send up to event $n
+# What another gateway writes in the store while its original streams, for
+# a test that plays that gateway (module/record.hpp, module/live_log.hpp):
+#   fingerprint($uri, [$body])
+#                     the fingerprint of a POST of $body (default "x") to
+#                     $uri, as post() sends it
+#   claim_record($fingerprint, $token)
+#                     a claim in flight, its token $token (16 bytes or more)
+#   live_key($store_key, $token)
+#                     where that claim's live log is
+#   live_start(), live_head($fingerprint, $status, @headers),
+#   live_body($bytes), live_end($how)
+#                     a live log's parts: its start, its head (@headers:
+#                     [name, value] pairs), a body frame, its end ($how:
+#                     1 complete, 2 aborted, 3 cut)
 
 package Idem::Live;
 
@@ -48,6 +64,7 @@ use strict;
 use warnings;
 
 use Errno qw(EINTR);
+use File::Temp ();
 use IO::Select;
 use IO::Socket::INET;
 use POSIX qw(_exit);
@@ -71,14 +88,32 @@ sub post {
 
 sub h2_post {
     my ($port, $uri, $key) = @_;
-    my @cmd = ('curl', '-s', '-N', '-i', '--http2-prior-knowledge', '-X', 'POST', '--data-binary', 'x',
+    my @cmd = ('curl', '-s', '-v', '-N', '-i', '--http2-prior-knowledge', '-X', 'POST', '--data-binary', 'x',
                '-H', "Idempotency-Key: $key", '--max-time', 2 * IO_TIMEOUT, "http://127.0.0.1:$port$uri");
+    my $trace = File::Temp->new(TEMPLATE => 'live-h2-XXXXXX', TMPDIR => 1);
     my $pid = open(my $out, '-|') // die "Idem::Live: fork: $!\n";
     if ($pid == 0) {
-        open STDERR, '>', '/dev/null' or _exit(127);
+        open STDERR, '>', $trace->filename or _exit(127);
         exec @cmd or _exit(127);
     }
-    return bless { sock => $out, raw => '', eof => 0, uri => $uri, h2 => 1, pid => $pid }, __PACKAGE__;
+    return bless { sock => $out, raw => '', eof => 0, uri => $uri, h2 => 1, pid => $pid, trace => $trace },
+        __PACKAGE__;
+}
+
+# The trailers of an HTTP/2 response once curl is done, from its trace (the
+# "< " lines after the head's empty one): curl prints them on its output
+# too, after the body, or not, as they came.
+sub _h2_trailers {
+    my ($self) = @_;
+    return [] unless defined $self->{exit};
+    open my $fh, '<', $self->{trace}->filename or return [];
+    my ($head_done, @trailers);
+    while (my $line = <$fh>) {
+        next unless $line =~ /^< (.*?)\r?$/;
+        if (!$head_done) { $head_done = 1 if $1 eq ''; next }
+        push @trailers, $1 if length $1;
+    }
+    return \@trailers;
 }
 
 sub open_gate {
@@ -108,8 +143,12 @@ sub _parse {
     my ($status) = $head =~ m{\AHTTP/(?:1\.\d|2) (\d{3})} or die "Idem::Live: not an HTTP response\n";
     my %headers = map { /^([^:]+):\s*(.*)$/ ? (lc $1 => $2) : () } split /\r\n/, $head;
     my ($body, $complete) = ('', 0);
+    my $trailers = [];
     if ($self->{h2}) {
         ($body, $complete) = ($rest, defined $self->{exit} && $self->{exit} == 0);
+        $trailers = $self->_h2_trailers;
+        my $printed = join '', map { "$_\r\n" } @$trailers;
+        substr($body, -length $printed) = '' if @$trailers && substr($body, -length $printed) eq $printed;
     } elsif (($headers{'transfer-encoding'} // '') =~ /chunked/i) {
         while ($rest =~ /\A([0-9a-fA-F]+)[^\r\n]*\r\n/) {
             my ($size, $at) = (hex $1, length $&);
@@ -125,7 +164,8 @@ sub _parse {
         $body = $rest;
         $complete = defined $headers{'content-length'} && length($body) == $headers{'content-length'};
     }
-    return { status => $status, headers => \%headers, body => $body, complete => $complete };
+    return { status => $status, headers => \%headers, body => $body, complete => $complete,
+             trailers => join("\n", @$trailers) };
 }
 
 sub head {
@@ -188,5 +228,39 @@ sub _reap {
     CORE::close($self->{sock});    # a pipe's close waits for curl
     $self->{exit} = ($? & 127) ? 128 + ($? & 127) : $? >> 8 if $self->{pid};
 }
+
+# ------------------------------------------------ another gateway's live log
+
+sub fingerprint {
+    my ($uri, $body) = @_;
+    require Digest::SHA;
+    return Digest::SHA::sha256("POST\n$uri\n" . ($body // 'x'));
+}
+
+sub claim_record {
+    my ($fingerprint, $token) = @_;
+    return "IDM\x01\x01" . $fingerprint . chr(length $token) . $token;
+}
+
+sub live_key {
+    my ($store_key, $token) = @_;
+    return $store_key . unpack('H*', $token);
+}
+
+sub _frame { my ($type, $payload) = @_; return $type . pack('N', length $payload) . $payload }
+
+sub live_start { "IDL\x01" }
+
+sub live_head {
+    my ($fingerprint, $status, @headers) = @_;
+    return _frame('H', "IDM\x01\x02" . $fingerprint . pack('n n', $status, scalar @headers)
+                       . join('', map { pack('n', length $_->[0]) . $_->[0] . pack('N', length $_->[1]) . $_->[1] }
+                                  @headers)
+                       . pack('N', 0));
+}
+
+sub live_body { _frame('B', $_[0]) }
+
+sub live_end { _frame('E', chr $_[0]) }
 
 1;
