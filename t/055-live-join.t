@@ -74,6 +74,27 @@ sub joins_mid_stream {
     Test::More::is(IdempotencyTest::upstream_count($path), 1, "$key: the upstream ran once");
 }
 
+# A command to the run's Redis about $key (on the cluster, to the master of
+# its slot).
+sub store_command {
+    my ($key, @command) = @_;
+    my ($at) = Idem::Store::on_cluster() ? IdempotencyTest::cluster_owner($key) : (IdempotencyTest::redis_port());
+    return IdempotencyTest::redis_command_at($at, @command);
+}
+
+# Plays another gateway whose original of $key (a POST of "x" to $uri) is
+# in flight: its live log so far ($log), then its claim. Returns the live
+# key, for more of the log.
+sub another_gateway_log {
+    my ($uri, $key, $log) = @_;
+    my $token = "another-gateway:$key";
+    my $rkey = IdempotencyTest::redis_key($key);
+    my $live = Idem::Live::live_key($rkey, $token);
+    store_command($live, 'SET', $live, $log, 'PX', 60000);
+    store_command($rkey, 'SET', $rkey, Idem::Live::claim_record(Idem::Live::fingerprint($uri), $token), 'PX', 60000);
+    return $live;
+}
+
 # An nginx outside Test::Nginx on the nginx and the module under test
 # (Idem::Nginx::nginx_beside_test: under ASan too in make test-asan).
 sub gateway { Idem::Nginx::nginx_beside_test(@_) }
@@ -536,3 +557,87 @@ Test::More::is(IdempotencyTest::upstream_count('/grpc/14'), 1, 'live-14: the ups
 --- request
 GET /_count/grpc/14
 --- response_body: 1
+
+
+
+=== TEST 15: a response kept in pieces is joined up to its first piece: the joiner is cut there, and a retry is replayed from the pieces
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::counted_location('idempotency_wait 10s', 'proxy_buffering off', 'idempotency_max_response_size 1m',
+                       'idempotency_piece_size 64k')
+--- init
+# four chunks of 50,000 bytes; a piece holds 65,408 (64k less 128)
+my $uri = '/live/15?size=200000&chunked=1&trickle=1&gate=live15';
+my $original = Idem::Live::post(main::port(), $uri, 'live-15');
+$original->body_length(50000);
+my $joiner = main::joiner(main::port(), $uri, 'live-15', 'a duplicate before the first piece');
+$joiner->body_length(50000);
+Idem::Live::open_gate('live15', 4);
+my ($first, $joined) = ($original->finish, $joiner->finish);
+Test::More::ok($first->{complete} && length $first->{body} == 200000, 'live-15: the original ends whole');
+Test::More::ok(!$joined->{complete}, 'live-15: the joiner is cut off');
+Test::More::is(length $joined->{body}, 65408, 'live-15: ... at the first piece');
+Test::More::is($joined->{body}, substr($first->{body}, 0, 65408), 'live-15: ... after the original\'s bytes');
+Idem::Store::stored('live-15', 'response') or die "live-15 was not stored\n";
+my $retry = Idem::Blocks::post($uri, 'live-15');
+Test::More::is(Idem::Blocks::summary($retry), '201 replayed 1', 'live-15: a retry is replayed');
+Test::More::ok($retry->{body} eq $first->{body}, 'live-15: ... from the pieces, whole');
+--- request
+GET /_count/live/15
+--- response_body: 1
+--- error_log eval
+qr/\[info\] .*the response to "idem:[0-9a-f]{64}" that this request joined was cut at idempotency_max_response_size, or at its first piece: so is this one/
+
+
+
+=== TEST 16: a live log whose head is another request's (a fingerprint of its own): its follower is cut off, and never gets that response
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::counted_location('idempotency_wait 2s')
+--- init
+main::another_gateway_log('/live/16', 'live-16',
+    Idem::Live::live_start()
+    . Idem::Live::live_head(Idem::Live::fingerprint('/live/16/other'), 200, ['Content-Type', 'text/plain'])
+    . Idem::Live::live_body("another request's response") . Idem::Live::live_end(1));
+my $dup = Idem::Blocks::post('/live/16', 'live-16');
+Test::More::is(Idem::Blocks::summary($dup), '409 conflict -', 'live-16: the duplicate is not joined: its wait runs out');
+Test::More::unlike($dup->{body}, qr/another request/, 'live-16: ... never given the other request\'s response');
+--- request
+GET /_count/live/16
+--- response_body: 0
+--- error_log eval
+qr/\[error\] .*the live log "idem:[0-9a-f]{64}[0-9a-f]+" is not well formed at byte 0: its followers are cut off/
+
+
+
+=== TEST 17: a live log that grows past what a live log holds, in small appends on another gateway: its joiner is cut off, and it is logged
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::counted_location('idempotency_wait 10s', 'idempotency_max_response_size 1k')
+--- init
+# at idempotency_max_response_size 1k a live log holds 6 KB and the heads'
+# room, 198 KB: here 240 KB, in appends of 4000 frames of one byte each
+my $live = main::another_gateway_log('/live/17', 'live-17',
+    Idem::Live::live_start() . Idem::Live::live_head(Idem::Live::fingerprint('/live/17'), 201, ['Content-Type', 'text/plain'])
+    . Idem::Live::live_body('first:'));
+my $joiner = main::joiner(main::port(), '/live/17', 'live-17', 'a duplicate');
+$joiner->body_has('first:');
+my $append = Idem::Live::live_body('y') x 4000;
+for my $i (1 .. 10) {
+    main::store_command($live, 'APPEND', $live, $append);
+    $joiner->body_length(6 + 4000 * $i) if $i <= 5;    # 120 KB of log: followed
+}
+main::store_command($live, 'APPEND', $live, Idem::Live::live_end(1));
+my $joined = $joiner->finish;
+Test::More::ok(!$joined->{complete}, 'live-17: the joiner is cut off');
+Test::More::cmp_ok(length $joined->{body}, '<', 6 + 40000, 'live-17: ... before the end of the log');
+--- request
+GET /_count/live/17
+--- response_body: 0
+--- error_log eval
+qr/\[warn\] .*the live log "idem:[0-9a-f]{64}[0-9a-f]+" is longer than a live log holds \(idempotency_max_response_size, or one piece\): its followers are cut off/
