@@ -272,3 +272,33 @@ Last-Event-ID: 5
 X-Idempotency-Status: replayed
 --- response_body eval
 main::events_ids(2, 3, "\t5\t", 'x', '5')
+
+
+
+=== TEST 11: a retry with Last-Event-ID joining a stream that another gateway's log already shows ended whole: its Content-Length counts only the events after that id
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+# another gateway's original, in flight: its claim and its live log, whole
+my $uri = '/resume/11?sse=4';
+my $token = 'another-gateway:resume-11';
+my $rkey = IdempotencyTest::redis_key('resume-11');
+IdempotencyTest::redis_command('SET', Idem::Live::live_key($rkey, $token),
+    Idem::Live::live_start()
+    . Idem::Live::live_head(Idem::Live::fingerprint($uri), 201, ['Content-Type', 'text/event-stream'])
+    . join('', map { Idem::Live::live_body(main::event($_, 4)) } 1 .. 4) . Idem::Live::live_end(1), 'PX', 60000);
+IdempotencyTest::redis_command('SET', $rkey, Idem::Live::claim_record(Idem::Live::fingerprint($uri), $token),
+                               'PX', 60000);
+my $joined = Idem::Live::post(main::port(), $uri, 'resume-11', "Last-Event-ID: 2\r\n")->finish;
+Test::More::is("$joined->{status} " . ($joined->{headers}{'x-idempotency-status'} // '-'), '201 joined',
+               'resume-11: the retry joins');
+Test::More::is($joined->{headers}{'content-length'}, length main::events(3, 4, 4),
+               'resume-11: ... its length, that of the events after event 2');
+Test::More::ok($joined->{complete}, 'resume-11: ... which it gets, whole');
+Test::More::is($joined->{body}, main::events(3, 4, 4), 'resume-11: ... events 3 and 4');
+--- request
+GET /_count/resume/11
+--- response_body: 0
