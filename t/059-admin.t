@@ -16,11 +16,17 @@ use IdempotencyTest;
 use Idem::Blocks qw(location_conf idem_location post summary);
 use Test::Nginx::Socket 'no_plan';
 
+use Idem::FaultProxy ();
 use JSON::PP ();
 use Sys::Hostname ();
 use Time::HiRes qw(time);
 
 start_redis_sentinel() if ($ENV{TEST_NGINX_IDEM_STORE} // 'redis') eq 'redis';
+
+# Redis behind a proxy that holds back chosen replies (TEST 15): the purge
+# is the one script that holds DEL.
+our $PROXY = Idem::FaultProxy::fault_proxy_start(IdempotencyTest::redis_port());
+$ENV{TEST_NGINX_FAULT_PORT} = $PROXY->{port};
 
 master_on();
 workers(2);
@@ -116,6 +122,24 @@ sub server_names {
                    '?server= of no such server: absent');
 }
 
+# The store answers the peek at once but holds back its answer to the purge
+# (3 s, six times idempotency_redis_timeout): the DELETE gets 503 once that
+# timeout passed, not the purge's late answer.
+sub purge_unanswered {
+    Test::More::is(post('/a/15', 'admin-15')->{status}, 201, 'the original');
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'stall', 3000, "'DEL'");
+    my $t0 = time;
+    my $purge = admin('DELETE', '', 'admin-15');
+    my $took = time - $t0;
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
+    Test::More::is("$purge->{status} " . ($purge->{json}{type} // '-'), '503 urn:nginx-idempotency:problem:store-unavailable',
+                   'the purge unanswered: 503');
+    Test::More::is($purge->{headers}{'retry-after'}, 1, '... with Retry-After');
+    Test::More::cmp_ok($took, '<', 2.5, sprintf('... once idempotency_redis_timeout (500 ms) passed, not the store\'s '
+                                                . 'answer 3 s later (%.2f s)', $took));
+    Test::More::cmp_ok(Idem::FaultProxy::fault_proxy_stats($PROXY)->{stalled}, '>=', 1, 'the purge\'s answer was held back');
+}
+
 # What no answer of the endpoint may hold.
 sub nothing_raw {
     my ($name, $res, $key) = @_;
@@ -198,6 +222,13 @@ sub purge_stored {
                    . '", asked by 127.0.0.1, user "alice"'), 'logged with who asked');
     Test::More::is(admin('GET', '', 'admin-3')->{json}{state}, 'absent', 'nothing is left');
     Test::More::is(summary(post('/a/3', 'admin-3')), '201 new 2', 'a retry executes again');
+    # force=1 forces nothing on a stored response: an ordinary purge, logged so
+    Test::More::is(post('/a/3', 'admin-3f')->{status}, 201, 'another original');
+    my $forced = admin('DELETE', 'force=1', 'admin-3f');
+    Test::More::is("$forced->{status} " . ($forced->{json}{inspection}{state} // '-'), '200 stored',
+                   'a stored response purged with force=1');
+    Test::More::ok(IdempotencyTest::error_log_has('purged the stored record under "idem:' . key_hash('admin-3f')
+                   . '", asked by'), '... logged as an ordinary purge, not a forced one');
     my $again = admin('DELETE', '', 'admin-nothing');
     Test::More::is($again->{status}, 404, 'nothing to purge: 404');
     Test::More::is($again->{json}{purged}, JSON::PP::false, '... purged: false');
@@ -232,6 +263,8 @@ sub bad_requests {
     Test::More::like($none->{headers}{'content-type'}, qr{problem\+json}, '... as problem+json');
     Test::More::is(admin('GET', 'hash=' . ('a' x 64), 'both')->{status}, 400, 'a key and a hash: 400');
     Test::More::is(admin('GET', 'hash=xyz', undef)->{status}, 400, 'a bad hash: 400');
+    Test::More::is(admin('GET', 'hash=' . ('a' x 63), undef)->{status}, 400, 'a hash of 63 hex digits: 400');
+    Test::More::is(admin('GET', 'hash=' . ('a' x 65), undef)->{status}, 400, '... of 65: 400');
     Test::More::is(admin('GET', '', '"unterminated')->{status}, 400, 'an invalid key: 400');
     my $post = admin('POST', '', 'admin-6');
     Test::More::is($post->{status}, 405, 'POST: 405');
@@ -298,7 +331,7 @@ GET /_health
 [error]
 
 
-=== TEST 3: a purge of a stored response, logged at notice with who asked; the retry executes again
+=== TEST 3: a purge of a stored response, logged at notice with who asked (with force=1 too); the retry executes again
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
 --- config eval
@@ -307,8 +340,11 @@ main::locations('auth_basic admin', 'auth_basic_user_file ../html/admins')
 main::purge_stored();
 --- request
 GET /_health
+--- error_log eval
+qr/\[notice\] .*purged the stored record under "idem:[0-9a-f]{64}", asked by 127\.0\.0\.1, user "alice"/
 --- no_error_log
 [error]
+forced
 
 
 === TEST 4: the marker of an unreplayable response: inspected and purged
@@ -479,3 +515,18 @@ GET /_count/a/13
 --- response_body: 1
 --- no_error_log
 [error]
+
+
+=== TEST 15: a store that answers the peek but not the purge: the DELETE gets 503 within idempotency_redis_timeout
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
+idempotency_redis_timeout 500ms;
+--- config eval
+main::locations()
+--- init
+main::purge_unanswered();
+--- request
+GET /_health
+--- error_log eval
+qr/\[error\] .*the store did not answer the operator's purge of "idem:[0-9a-f]{64}" within 500 ms/
