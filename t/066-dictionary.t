@@ -132,6 +132,26 @@ sub not_judged_here {
     Test::More::is("$forced->{status} " . ($forced->{json}{inspection}{state} // '-'), '200 unjudged', 'forced: purged');
 }
 
+# A compressed record that would open into more than an endpoint's limit
+# admits (its idempotency_max_response_size and the room of the headers,
+# 256 KB) is not opened there to be judged: its frame damaged (its last
+# byte, in zstd's checksum), the endpoint whose limit admits it opens it and
+# finds it unusable, the one of 1k never opens it (memory within its limit).
+sub never_inflated {
+    my $uri = '/k/1?size=300000';
+    new_then_replay('written compressed', $uri, 'k-1');
+    my $rkey = IdempotencyTest::redis_key('k-1');
+    my $record = IdempotencyTest::redis_command('GET', $rkey);
+    Test::More::is(substr($record, 0, 5), "IDM\x03\x02", 'a compressed record');
+    substr($record, -1, 1) = chr(ord(substr($record, -1, 1)) ^ 0xff);
+    IdempotencyTest::redis_command('SET', $rkey, $record, 'PX', 600000);
+    my $small = admin_at('GET', '/_admin_small', 'k-1')->{json} // {};
+    Test::More::is($small->{state}, 'unjudged', 'the endpoint of 1k: not judged, its frame never opened');
+    Test::More::like($small->{not_judged_here} // '', qr/idempotency_max_response_size/, '... because of its size');
+    my $full = admin_at('GET', '/_admin', 'k-1')->{json} // {};
+    Test::More::is($full->{state}, 'unusable', 'the endpoint whose limit admits it opens it: damaged, unusable');
+}
+
 __DATA__
 
 === TEST 1: with a dictionary, a 2 KB payment object and a 300 B acknowledgement are kept far smaller, and replayed byte for byte
@@ -222,3 +242,18 @@ GET /_count/j/1
 --- response_body: 1
 --- error_log eval
 qr/\[warn\] .*purged the unjudged record under "idem:[0-9a-f]{64}" \(not judged here, forced/
+
+
+
+=== TEST 7: a compressed record larger than an operator's endpoint's limit is never opened there, damaged or not
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+main::never_inflated()
+--- request
+GET /_count/k/1
+--- error_code: 200
+--- response_body: 1
