@@ -19,6 +19,8 @@ use Digest::SHA qw(sha256_hex);
 use Compress::Zlib ();
 use Idem::FaultProxy ();
 use Idem::HTTP ();
+use Idem::Live ();
+use Socket qw(SOL_SOCKET SO_RCVBUF inet_aton pack_sockaddr_in);
 use Time::HiRes qw(time);
 
 master_on();
@@ -27,6 +29,7 @@ test_nginx_defaults();
 
 our $KEY_HEX = '6a' x 32;
 $ENV{TEST_NGINX_H2_PORT} = IdempotencyTest::free_port();
+$ENV{TEST_NGINX_SLOW_PORT} = IdempotencyTest::free_port();    # a listener with a small send buffer
 our $MB = 1024 * 1024;
 our $PIECE = $MB - 128;    # the body bytes a piece of 1m holds (module/pieces.hpp)
 our $SMALL = 300 * 1024;   # a response kept in five pieces of 64k, for the blocks whose pieces fail
@@ -251,6 +254,141 @@ sub look_fails {
     IdempotencyTest::wait_until(sub { $replay = send_post($uri, $key); $replay->{status} != 503 }, 10);
     Test::More::is("$replay->{status} " . length($replay->{body}), "201 $SMALL", "$key: replayed whole once Redis answers");
     Test::More::is(IdempotencyTest::upstream_count("/lf/$key"), 1, "$key: never executed again");
+}
+
+# A retry of $key (POST $uri) on a connection of its own to $port, its
+# receive buffer small; returns the socket once the response's head has
+# come (the look at the pieces passed), and what it read so far.
+sub retry_head {
+    my ($port, $uri, $key) = @_;
+    my $sock = IO::Socket::INET->new(Proto => 'tcp') or die "socket: $!\n";
+    setsockopt($sock, SOL_SOCKET, SO_RCVBUF, 16384) or die "SO_RCVBUF: $!\n";
+    connect($sock, pack_sockaddr_in($port, inet_aton('127.0.0.1'))) or die "connect: $!\n";
+    syswrite($sock, "POST $uri HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: $key\r\n"
+                    . "Content-Length: 1\r\n\r\nx") or die "send: $!\n";
+    my $buf = '';
+    Idem::Wait::read_until($sock, \$buf, sub { index($buf, "\r\n\r\n") >= 0 }, "the head of the retry of $key");
+    return ($sock, $buf);
+}
+
+# The rest of a response, to the end of the connection (within 30 s): its
+# head and its body as far as they came.
+sub read_rest {
+    my ($sock, $buf) = @_;
+    my $sel = IO::Select->new($sock);
+    my $deadline = time + 30;
+    while (time < $deadline) {
+        next unless $sel->can_read($deadline - time);
+        my $n = sysread($sock, $buf, 65536, length $buf);
+        last unless $n;
+    }
+    close $sock;
+    my ($head, $body) = split /\r\n\r\n/, $buf, 2;
+    my ($length) = $head =~ /^Content-Length: (\d+)\r?$/mi;
+    return { head => $head, body => $body // '', length => $length };
+}
+
+# A piece of the response of $key changed in the store (Redis, the cluster)
+# after the retry's look passed, before the replay read it: a piece kept as
+# a zstd frame made one of its body bytes as they are (or the other way
+# round), a valid piece of another size. The retry's client reads slowly (a listener of a small
+# send buffer, a small receive buffer), so the replay reads that piece,
+# the 31st of 46, long after the look. The replay is cut off there.
+sub piece_changed {
+    my ($key) = @_;
+    my $uri = "/pc/$key?size=3000000";
+    Test::More::is(send_post($uri, $key)->{status}, 201, "$key: the original");
+    Idem::Store::stored($key, 'response') or die "the record of $key never landed\n";
+    my ($at, @pieces) = piece_keys($key);
+    Test::More::is(scalar @pieces, 46, "$key: kept in 46 pieces");
+    my ($sock, $buf) = retry_head($ENV{TEST_NGINX_SLOW_PORT}, $uri, $key);
+    my $value = IdempotencyTest::redis_command_at($at, 'GET', $pieces[30]);
+    my $zstd = ord(substr($value, 25, 1));    # its form, after its name (module/pieces.hpp)
+    my $payload = Idem::Proc::tmpdir() . '/payload';
+    open my $fh, '>', $payload or die "$payload: $!\n";
+    print {$fh} substr($value, 26);
+    close $fh;
+    my $other = $zstd ? `zstd -q -d -c $payload` : `zstd -q -1 -c $payload`;
+    die "zstd failed\n" if $? || !length $other;
+    Test::More::isnt(length $other, length($value) - 26, "$key: the piece made one of another size");
+    IdempotencyTest::redis_command_at($at, 'SET', $pieces[30], substr($value, 0, 25) . chr(1 - $zstd) . $other, 'KEEPTTL');
+    my $res = read_rest($sock, $buf);
+    Test::More::like($res->{head}, qr{\AHTTP/1\.1 201 }, "$key: the retry is a replay");
+    Test::More::is("$res->{length} " . length $res->{body}, '3000000 ' . 30 * 65408,
+                   "$key: ... cut off after the 30 pieces before the one changed");
+    Test::More::is(IdempotencyTest::upstream_count("/pc/$key"), 1, "$key: never executed again");
+}
+
+# The read of the third piece (its key's index 00000002) held back by
+# Redis for 3 s, past idempotency_redis_timeout: the replay is cut off
+# after the two pieces before it, once the timeout passed.
+sub read_stalls {
+    my ($key) = @_;
+    my $uri = "/lp/$key?kind=noise&size=$SMALL";
+    Test::More::is(send_post($uri, $key)->{status}, 201, "$key: the original");
+    Idem::Store::stored($key, 'response') or die "the record of $key never landed\n";
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'stall', 3000, ':00000002');
+    my $t0 = time;
+    my $res = read_rest(retry_head(IdempotencyTest::nginx_port(), $uri, $key));
+    my $took = time - $t0;
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
+    Test::More::like($res->{head}, qr{\AHTTP/1\.1 201 }, "$key: the retry is a replay");
+    Test::More::is("$res->{length} " . length $res->{body}, "$SMALL " . 2 * 65408,
+                   "$key: ... cut off after the two pieces before the one Redis holds back");
+    Test::More::cmp_ok($took, '<', 2.5, sprintf("$key: ... once idempotency_redis_timeout passed (%.2f s)", $took));
+    Test::More::cmp_ok(Idem::FaultProxy::fault_proxy_stats($PROXY)->{stalled}, '>=', 1, "$key: the read was held back");
+}
+
+# The client of a replay leaves while the read of the third piece is held
+# back by Redis (1.5 s): the request is freed then, and Redis's late answer
+# is dropped (a use after free otherwise: the ASan run tells).
+sub client_leaves_during_read {
+    my ($key) = @_;
+    my $uri = "/lp/$key?kind=noise&size=$SMALL";
+    Test::More::is(send_post($uri, $key)->{status}, 201, "$key: the original");
+    Idem::Store::stored($key, 'response') or die "the record of $key never landed\n";
+    my @workers = IdempotencyTest::worker_pids();
+    my $before = Idem::FaultProxy::fault_proxy_stats($PROXY)->{late} // 0;
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'stall', 1500, ':00000002');
+    my ($sock, $buf) = retry_head(IdempotencyTest::nginx_port(), $uri, $key);
+    Idem::Wait::read_until($sock, \$buf, sub { length($buf) - index($buf, "\r\n\r\n") - 4 >= 2 * 65408 },
+                           "$key: the two pieces before the one held back");
+    close $sock;
+    Test::More::ok(IdempotencyTest::wait_until(sub { Idem::FaultProxy::fault_proxy_stats($PROXY)->{late} > $before }, 5),
+                   "$key: Redis answered the read after the client left");
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
+    my $replay = send_post($uri, $key);
+    Test::More::is("$replay->{status} " . length $replay->{body}, "201 $SMALL", "$key: the next retry is replayed whole");
+    Test::More::is(join(' ', IdempotencyTest::worker_pids()), join(' ', @workers), "$key: no worker died");
+}
+
+# The pieces' extra life (module/piece_writer.cpp, piece_ttl_margin_ms: an
+# hour). Written, a piece lives idempotency_ttl (1h here) and the margin:
+# it outlives the record that lands after it even if nothing else touches
+# it (the settle's expiry below lost). Once the record landed, every piece
+# is set to live that long again from then: the margin over the record
+# whole, however long ago the piece was written (1 s here).
+sub pieces_outlive {
+    my ($key) = @_;
+    my $uri = "/lt/$key?size=300000&chunked=1&trickle=1&gate=$key";
+    my $rkey = IdempotencyTest::redis_key($key);
+    my $original = Idem::Live::post(IdempotencyTest::nginx_port(), $uri, $key);
+    $original->body_length(75000);
+    my ($at, $first);
+    IdempotencyTest::wait_until(sub { ($at, $first) = piece_keys($key); defined $first }, 10)
+        or die "the first piece of $key never landed\n";
+    my $written = IdempotencyTest::redis_command_at($at, 'PTTL', $first);
+    Test::More::cmp_ok($written, '>', 7_200_000 - 2000, "$key: a piece is written to live idempotency_ttl and an hour ($written ms)");
+    Test::More::ok(IdempotencyTest::wait_until(sub { IdempotencyTest::redis_command_at($at, 'PTTL', $first) <= $written - 1000 }, 5),
+                   "$key: ... a second passes before the record lands");
+    Idem::Live::open_gate($key, 4);
+    Test::More::ok($original->finish->{complete}, "$key: the original ends whole");
+    Idem::Store::stored($key, 'response') or die "the record of $key never landed\n";
+    my $record = IdempotencyTest::redis_command_at($at, 'PTTL', $rkey);
+    my (undef, @pieces) = piece_keys($key);
+    my @margins = map { IdempotencyTest::redis_command_at($at, 'PTTL', $_) - $record } @pieces;
+    Test::More::is(scalar(grep { $_ > 3_600_000 - 300 && $_ <= 3_600_000 } @margins), 5,
+                   "$key: once it landed, each of the 5 pieces outlives the record by an hour (@margins ms)");
 }
 
 # A record of version 4 made by hand under $key, as anyone who can write to
@@ -519,6 +657,8 @@ main::look_fails('lf-2', 'stall');
 GET /_count/lf/lf-2
 --- error_code: 200
 --- response_body: 1
+--- error_log eval
+qr/\[error\] .*the store did not answer within idempotency_redis_timeout for the pieces of "idem:[0-9a-f]{64}"/
 --- no_error_log
 exited on signal
 [alert]
@@ -549,3 +689,71 @@ GET /_count/d/1
 --- error_log eval
 [qr/\[error\] .*the record under "idem:[0-9a-f]{64}" does not open: its response is larger than idempotency_max_response_size allows here/,
  qr/\[error\] .*the record under "idem:[0-9a-f]{64}" does not open: it is kept in pieces larger than idempotency_piece_size allows here/]
+
+
+
+=== TEST 17: a piece changed in the store after the look, before the replay read it (a valid piece of another size): the replay is cut off there
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+"listen 127.0.0.1:$ENV{TEST_NGINX_SLOW_PORT} sndbuf=16k;\n" . main::small_pieces()
+--- init
+main::piece_changed('pc-1');
+--- request
+GET /_count/pc/pc-1
+--- error_code: 200
+--- response_body: 1
+--- error_log eval
+qr/\[error\] .*the replay of "idem:[0-9a-f]{64}" is cut off at piece 30 of 46: it is not of the size the record lists/
+
+
+
+=== TEST 18: Redis holding back a piece's read after the header: the replay is cut off once idempotency_redis_timeout passed
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
+--- config eval
+main::small_pieces('idempotency_redis_timeout 500ms')
+--- init
+main::read_stalls('rs-1');
+--- request
+GET /_count/lp/rs-1
+--- error_code: 200
+--- response_body: 1
+--- error_log eval
+qr/\[error\] .*the store did not answer within idempotency_redis_timeout for the pieces of "idem:[0-9a-f]{64}"/
+--- no_error_log
+[alert]
+
+
+
+=== TEST 19: a client that leaves while a piece's read is at the store: Redis's late answer is dropped, and every worker lives
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
+--- config eval
+main::small_pieces()
+--- init
+main::client_leaves_during_read('cl-1');
+--- request
+GET /_count/lp/cl-1
+--- error_code: 200
+--- response_body: 1
+--- no_error_log
+[alert]
+
+
+
+=== TEST 20: pieces outlive their record by an hour: as written (were the settle's expiry lost), and from the record's landing on
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::small_pieces('idempotency_ttl 1h', 'proxy_buffering off')
+--- init
+main::pieces_outlive('lt-1');
+--- request
+GET /_count/lt/lt-1
+--- error_code: 200
+--- response_body: 1

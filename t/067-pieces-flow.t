@@ -193,6 +193,33 @@ sub client_leaves {
     Test::More::is(IdempotencyTest::upstream_count('/cg/1'), 1, 'executed once');
 }
 
+# The last piece refused by the store at the end of the capture: a value of
+# its name is there already (the test, playing whoever wrote it, puts it
+# there once the claim tells the pieces' name), which `SET ... NX` refuses
+# for good. The original still gets its response whole; its key ends with
+# the marker (410), logged with the reason, never the record that would
+# list a piece that is not its own.
+sub last_piece_refused {
+    my $key = 'lr-1';
+    my $size = 300 * 1024;    # five pieces of 64k: the last is piece 4
+    my $uri = "/lr/1?kind=noise&size=$size&chunked=1&trickle=1&gate=lr1";
+    my $rkey = IdempotencyTest::redis_key($key);
+    my ($at) = Idem::Store::on_cluster() ? IdempotencyTest::cluster_owner($rkey) : (IdempotencyTest::redis_port());
+    my $original = Idem::Live::post(IdempotencyTest::nginx_port(), $uri, $key);
+    $original->body_length(1);
+    my $claim = IdempotencyTest::redis_command_at($at, 'GET', $rkey) // '';
+    die "no claim under $key\n" unless substr($claim, 0, 5) eq "IDM\x01\x01";
+    my $token = substr($claim, 38, ord(substr($claim, 37, 1)));    # past the fingerprint (module/record.hpp)
+    my $last = "{$rkey}:p" . unpack('H*', substr($token, 0, 16)) . ':00000004';
+    IdempotencyTest::redis_command_at($at, 'SET', $last, "not this response's piece", 'PX', 60000);
+    Idem::Live::open_gate('lr1', 4);
+    my $first = $original->finish;
+    Test::More::ok($first->{complete} && length $first->{body} == $size, 'the original, whole');
+    Test::More::ok(Idem::Store::stored($key, 'unreplayable'), 'its key keeps the marker');
+    Test::More::is(IdempotencyTest::post_key($uri, $key)->{status}, 410, 'its retry: 410');
+    Test::More::is(IdempotencyTest::upstream_count('/lr/1'), 1, 'executed once');
+}
+
 __DATA__
 
 === TEST 1: Redis at 10 MB/s, buffering on: a 64 MB response costs the worker two pieces, not the response
@@ -371,4 +398,28 @@ qr/\[error\] .*gave up writing piece 1 of the response to "idem:[0-9a-f]{64}" af
 --- no_error_log
 [alert]
 --- log_level: info
+--- timeout: 30
+
+
+
+
+=== TEST 10: the last piece refused by the store at the end of the capture: the response goes on whole, its key ends unreplayable, logged with why
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::location_conf('/', 'idempotency on', 'idempotency_max_response_size 64m', 'idempotency_piece_size 64k',
+                    'proxy_buffering off', 'proxy_pass http://backend')
+. main::location_conf('/_count/', 'proxy_pass http://backend')
+--- init
+main::last_piece_refused()
+--- request
+GET /_count/lr/1
+--- error_code: 200
+--- response_body: 1
+--- error_log eval
+[qr/\[error\] .*the store did not keep a piece of the response to "idem:[0-9a-f]{64}" \(a piece of that name was there/,
+ qr/\[warn\] .*the response to "idem:[0-9a-f]{64}" cannot be replayed: a piece of it could not be stored/]
+--- no_error_log
+[alert]
 --- timeout: 30
