@@ -138,6 +138,15 @@ sub purge_unanswered {
     Test::More::cmp_ok($took, '<', 2.5, sprintf('... once idempotency_redis_timeout (500 ms) passed, not the store\'s '
                                                 . 'answer 3 s later (%.2f s)', $took));
     Test::More::cmp_ok(Idem::FaultProxy::fault_proxy_stats($PROXY)->{stalled}, '>=', 1, 'the purge\'s answer was held back');
+    # ... and the peek's (the one script that holds PTTL)
+    Test::More::is(post('/a/15', 'admin-15b')->{status}, 201, 'another original');
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'stall', 3000, "'PTTL'");
+    $t0 = time;
+    my $inspection = admin('GET', '', 'admin-15b');
+    $took = time - $t0;
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
+    Test::More::is($inspection->{status}, 503, 'an inspection unanswered: 503');
+    Test::More::cmp_ok($took, '<', 2.5, sprintf('... once idempotency_redis_timeout passed (%.2f s)', $took));
 }
 
 # What no answer of the endpoint may hold.
@@ -517,7 +526,7 @@ GET /_count/a/13
 [error]
 
 
-=== TEST 15: a store that answers the peek but not the purge: the DELETE gets 503 within idempotency_redis_timeout
+=== TEST 15: a store that answers the peek but not the purge, or not the peek: 503 within idempotency_redis_timeout
 --- redis_only
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_FAULT_PORT;
@@ -529,4 +538,5 @@ main::purge_unanswered();
 --- request
 GET /_health
 --- error_log eval
-qr/\[error\] .*the store did not answer the operator's purge of "idem:[0-9a-f]{64}" within 500 ms/
+[qr/\[error\] .*the store did not answer the operator's purge of "idem:[0-9a-f]{64}" within 500 ms/,
+ qr/\[error\] .*the store did not answer the operator's inspection of "idem:[0-9a-f]{64}" within 500 ms/]
