@@ -379,6 +379,23 @@ STORE_TESTS ?= t/028-store-retry.t t/045-redis-full.t t/038-tls-cluster.t t/023-
 test-stores: deps $(MODULE)
 	STORES="$(STORES)" STORE_TESTS="$(STORE_TESTS)" TEST_NGINX_BINARY=$(NGINX_BIN) scripts/test-stores.sh
 
+# The mutation run (scripts/mutants.pl, its list t/mutants.list): each
+# mutation of the newest code — a bound, a timer, a cleanup, a refusal —
+# applied alone to a copy of the tree in $(BUILD)/mutants/ (never the
+# working tree), the module (and the unit binary, or the ASan build) rebuilt
+# there, and the tests that should catch it run; one line per mutation,
+# then the kill rate, non-zero under MUTANTS_MIN_RATE (90 %). About an
+# hour on 2 cores: not in CI (t/README.md#mutation-testing).
+# MUTANTS_ONLY=id,prefix* runs some; MUTANTS_ARGS=--baseline first runs
+# each test selection against the unmutated copy; --check only checks the
+# list against the tree.
+MUTANTS_ONLY ?=
+MUTANTS_ARGS ?=
+.PHONY: mutants
+mutants: deps
+	NGINX_BIN=$(NGINX_BIN) MUTANTS_DIR=$(CURDIR)/$(BUILD)/mutants perl scripts/mutants.pl \
+	  $(if $(MUTANTS_ONLY),--only '$(MUTANTS_ONLY)') $(MUTANTS_ARGS)
+
 # The Test::Nginx suite against the newest nginx the Debian archive serves
 # (sid's, else trixie's; its source package, else its orig tarball), built
 # like Debian's nginx binary and kept in ~/.cache/nginx-idempotency, with the
