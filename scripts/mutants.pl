@@ -12,10 +12,11 @@
 # unmutated build fails a test. Not in CI: a whole run takes about an
 # hour on 2 cores (t/README.md#mutation-testing says how to add one).
 #
-#   scripts/mutants.pl [--only ID,ID...] [--baseline] [--check] [--list] [--keep]
+#   scripts/mutants.pl [--only ID,ID...] [--baseline | --baseline-only] [--check] [--list]
 #
 #   --only      these mutations alone (their ids, or prefixes ending in '*')
 #   --baseline  first, every test selection once against the unmutated copy
+#               (--baseline-only: that alone)
 #   --check     only check that each mutation's text is found exactly once
 #               in the working tree (no build, no test)
 #   --list      the ids and what each breaks
@@ -60,9 +61,11 @@ my $nginx_bin = $ENV{NGINX_BIN} // (grep { -x } map { "$_/nginx" } split /:/, "$
 my $test_timeout = $ENV{MUTANTS_TEST_TIMEOUT} // 600;    # s: a test selection that runs longer is a hang
 my $min_rate = $ENV{MUTANTS_MIN_RATE} // 90;              # %: a run that kills fewer fails
 
-my ($only, $baseline, $check, $list, $keep);
-GetOptions('only=s' => \$only, 'baseline' => \$baseline, 'check' => \$check, 'list' => \$list, 'keep' => \$keep)
-    or die "usage: $0 [--only ID,...] [--baseline] [--check] [--list] [--keep]\n";
+my ($only, $baseline, $baseline_only, $check, $list);
+GetOptions('only=s' => \$only, 'baseline' => \$baseline, 'baseline-only' => \$baseline_only, 'check' => \$check,
+           'list' => \$list)
+    or die "usage: $0 [--only ID,...] [--baseline | --baseline-only] [--check] [--list]\n";
+$baseline ||= $baseline_only;
 
 my @mutants = read_list($list_file);
 if (defined $only) {
@@ -327,6 +330,7 @@ if ($baseline) {
             die "the unmutated copy fails $key: see $log\n" unless $ok;
         }
     }
+    exit 0 if $baseline_only;
 }
 
 my (@killed, @survived, @stillborn);
