@@ -22,8 +22,8 @@
 #   --list      the ids and what each breaks
 #
 # The copy lives in $MUTANTS_DIR (default build/mutants/): src/ (the tree
-# as it is now, tracked and untracked files alike, mtimes kept, so that a
-# second run recompiles only what changed), with its nginx build tree in
+# as it is now, tracked and untracked files alike; a later run rewrites
+# only the files that changed, so that it recompiles only those), with its nginx build tree in
 # src/build/nginx configured once (the Makefile's own rule), the unit
 # objects in src/build/mutants-unit/, and the ASan build (a mutation marked
 # `asan: yes`) in src/build/asan/. Test::Nginx's server root and the
@@ -191,14 +191,23 @@ sub run_logged {
     }
 }
 
-# The tree as it is now, into src/ (files unchanged keep their mtimes).
+# The tree as it is now, into src/: a file whose bytes differ from the
+# copy's is written (its mtime now, so that every build of it is made
+# again); one that is the same is left with its mtime, which is later than
+# any object built from a mutation of it (the file was written back after).
 sub copy_tree {
     make_path($src);
     my $files = `cd '$repo' && git ls-files -co --exclude-standard -z`;
     die "git ls-files failed\n" if $?;
-    open my $tar, '|-', "cd '$repo' && tar --null -T - -cf - | tar -xf - -C '$src'" or die "tar: $!\n";
-    print {$tar} $files;
-    close $tar or die "copying the tree failed\n";
+    for my $f (split /\0/, $files) {
+        my $from = "$repo/$f";
+        next unless -f $from;
+        my $bytes = slurp($from);
+        next if -f "$src/$f" && slurp("$src/$f") eq $bytes;
+        make_path(dirname("$src/$f"));
+        spew("$src/$f", $bytes);
+        chmod((stat $from)[2] & 07777, "$src/$f");
+    }
 }
 
 # The Makefile's list of the core's sources, its unit flags and libraries.
