@@ -41,6 +41,8 @@
 #   the exact text (its lines; trailing blank lines are not part of it)
 #   --- replace
 #   its replacement (nothing: the text is removed)
+# A section ends at the next === line, or at a line that begins with '#'
+# after a blank one (a comment between mutations).
 
 use strict;
 use warnings;
@@ -110,6 +112,12 @@ sub read_list {
         if ($line =~ /^--- (find|replace)$/) {
             $section = $1;
             $m->{$section} = [];
+            next;
+        }
+        # a comment at the start of a line after a blank one ends a section
+        if ($section ne 'head' && $line =~ /^#/ && @{ $m->{$section} } && $m->{$section}[-1] eq '') {
+            $finish->();
+            $m = undef;
             next;
         }
         if ($section eq 'head') {
