@@ -382,6 +382,16 @@ void Connection::read() noexcept
         }
 
         while (has_unread(reader_)) {
+            // One of several commands answered as one (a transaction): its
+            // OK and QUEUED are only counted, no reply made of them.
+            Pending* waiting = pipeline_.oldest();
+            if (waiting != nullptr && waiting->more > 0 && skip_plain_status(reader_)) {
+                replied_ = true;
+                waiting->more--;
+                ngx_log_debug1(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: reply read (status), one of several",
+                               &name_);
+                continue;
+            }
             void* reply = nullptr;
             if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
                 fail("malformed reply", 0);

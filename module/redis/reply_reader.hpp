@@ -9,8 +9,9 @@ struct redisReply;
 namespace idem::redis {
 
 // A reader whose replies are hiredis's redisReply, freed with free_reply()
-// (not freeReplyObject); a string's bytes (reply->str) are a malloc() block
-// of their own, which may be taken over (reply->str set to nullptr then).
+// (not freeReplyObject); the bytes of a bulk string that is the reply
+// itself (reply->str) are a malloc() block of their own, which may be taken
+// over (reply->str set to nullptr then); an element's are not.
 // Arrays of more than 16 elements are refused as a protocol error, or of
 // more than 16384 with `large` (the cluster's slot map). nullptr when out
 // of memory.
@@ -19,6 +20,13 @@ redisReader* create_reply_reader(bool large) noexcept;
 // Whether the reader holds bytes no reply took yet: without them,
 // redisReaderGetReply() has nothing to give.
 bool has_unread(const redisReader* reader) noexcept;
+
+// Takes a bare `+OK` or `+QUEUED` off the front of what the reader holds
+// unread, as redisReaderGetReply() would read it, without making a reply
+// of it: the answers a transaction gets before its EXEC's, which nobody
+// reads. False, taking nothing, when something else comes next, when it
+// is not whole yet, or when a reply is half read.
+bool skip_plain_status(redisReader* reader) noexcept;
 
 // Frees a reply of such a reader, with its elements; nullptr is ignored.
 void free_reply(redisReply* reply) noexcept;

@@ -161,3 +161,51 @@ TEST(ReplyReader, StringCanBeTakenOver)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ReplyReader, SkipsTheStatusesOfATransaction)
+{
+    using idem::redis::skip_plain_status;
+    redisReader* reader = create_reply_reader(false);
+    EXPECT_FALSE(skip_plain_status(reader));  // nothing to read
+    const std::string replies = "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:-1\r\n$-1\r\n+OKAY\r\n";
+    redisReaderFeed(reader, replies.data(), replies.size());
+    EXPECT_TRUE(skip_plain_status(reader));
+    EXPECT_TRUE(skip_plain_status(reader));
+    EXPECT_TRUE(skip_plain_status(reader));
+    EXPECT_FALSE(skip_plain_status(reader));  // EXEC's array is read as ever
+    void* out = nullptr;
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    auto* exec = static_cast<redisReply*>(out);
+    ASSERT_NE(exec, nullptr);
+    EXPECT_EQ(exec->type, REDIS_REPLY_ARRAY);
+    EXPECT_EQ(exec->elements, 2u);
+    free_reply(exec);
+    EXPECT_FALSE(skip_plain_status(reader));  // another status: not one of the two
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    ASSERT_NE(out, nullptr);
+    EXPECT_STREQ(static_cast<redisReply*>(out)->str, "OKAY");
+    free_reply(static_cast<redisReply*>(out));
+    EXPECT_FALSE(idem::redis::has_unread(reader));
+
+    const std::string half = "+QUEU";
+    redisReaderFeed(reader, half.data(), half.size());
+    EXPECT_FALSE(skip_plain_status(reader));  // not whole yet
+    const std::string rest = "ED\r\n*1\r\n";
+    redisReaderFeed(reader, rest.data(), rest.size());
+    EXPECT_TRUE(skip_plain_status(reader));
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    EXPECT_EQ(out, nullptr);  // an array begun
+    const std::string element = "+OK\r\n";
+    redisReaderFeed(reader, element.data(), element.size());
+    EXPECT_FALSE(skip_plain_status(reader));  // the array's element, not a reply of its own
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(static_cast<redisReply*>(out)->elements, 1u);
+    EXPECT_STREQ(static_cast<redisReply*>(out)->element[0]->str, "OK");
+    free_reply(static_cast<redisReply*>(out));
+    redisReaderFree(reader);
+}
+
+}  // namespace
