@@ -161,7 +161,9 @@ char* Pipeline::insert_at_front(size_t size) noexcept
         return nullptr;
     }
     char* at = out_ + out_pos_;
-    std::memmove(at + size, at, out_len_ - out_pos_);
+    if (out_len_ > out_pos_) {
+        std::memmove(at + size, at, out_len_ - out_pos_);
+    }
     out_len_ += size;
     for (Pending* l = late_head_; l != nullptr; l = l->next_late) {
         l->at += size;  // every late command not written yet goes after what is inserted
