@@ -27,29 +27,6 @@ constexpr size_t read_chunk = 16 * 1024;
 // silence tell a dead Redis from a stalled one.
 constexpr ngx_msec_t silence_timeouts = 2;
 
-#if (NGX_DEBUG)
-// For the debug trace: what kind of reply came, never what it holds.
-const char* reply_kind(int type) noexcept
-{
-    switch (type) {
-    case REDIS_REPLY_STRING:
-        return "string";
-    case REDIS_REPLY_ARRAY:
-        return "array";
-    case REDIS_REPLY_INTEGER:
-        return "integer";
-    case REDIS_REPLY_NIL:
-        return "nil";
-    case REDIS_REPLY_STATUS:
-        return "status";
-    case REDIS_REPLY_ERROR:
-        return "error";
-    default:
-        return "other";
-    }
-}
-#endif
-
 }  // namespace
 
 Connection::Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& auth, ngx_log_t* log,

@@ -172,6 +172,26 @@ bool skip_plain_status(redisReader* reader) noexcept
     return false;
 }
 
+const char* reply_kind(int type) noexcept
+{
+    switch (type) {
+    case REDIS_REPLY_STRING:
+        return "string";
+    case REDIS_REPLY_ARRAY:
+        return "array";
+    case REDIS_REPLY_INTEGER:
+        return "integer";
+    case REDIS_REPLY_NIL:
+        return "nil";
+    case REDIS_REPLY_STATUS:
+        return "status";
+    case REDIS_REPLY_ERROR:
+        return "error";
+    default:
+        return "other";
+    }
+}
+
 void free_reply(redisReply* r) noexcept
 {
     if (r == nullptr) {

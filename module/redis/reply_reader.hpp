@@ -1,6 +1,7 @@
 // redis/reply_reader.hpp — hiredis's reply parser, with a bound on the
 // element count of the arrays it accepts, and reply objects made without
-// calloc().
+// calloc(); a transaction's OK and QUEUED taken without making replies of
+// them; what a debug line may say of a reply.
 #pragma once
 
 struct redisReader;
@@ -27,6 +28,9 @@ bool has_unread(const redisReader* reader) noexcept;
 // reads. False, taking nothing, when something else comes next, when it
 // is not whole yet, or when a reply is half read.
 bool skip_plain_status(redisReader* reader) noexcept;
+
+// For the debug trace: what kind of reply came, never what it holds.
+const char* reply_kind(int type) noexcept;
 
 // Frees a reply of such a reader, with its elements; nullptr is ignored.
 void free_reply(redisReply* reply) noexcept;
