@@ -370,7 +370,7 @@ void Connection::read() noexcept
                 continue;
             }
             void* reply = nullptr;
-            if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+            if (read_reply(reader_, &reply) != REDIS_OK) {
                 fail("malformed reply", 0);
                 return;
             }

@@ -33,6 +33,14 @@ redisReplyObjectFunctions small_functions;
 redisReplyObjectFunctions large_functions;
 bool functions_ready = false;
 
+// A nil reply holds nothing: the one read_reply hands out for a whole reply
+// is this one, never freed.
+redisReply shared_nil = [] {
+    redisReply r{};
+    r.type = REDIS_REPLY_NIL;
+    return r;
+}();
+
 char* inline_bytes(redisReply* r) noexcept
 {
     return reinterpret_cast<char*>(r + 1);
@@ -172,6 +180,19 @@ bool skip_plain_status(redisReader* reader) noexcept
     return false;
 }
 
+int read_reply(redisReader* reader, void** reply) noexcept
+{
+    // hiredis trims what was read once 1 KB of it lies before its cursor:
+    // past that it reads, so that the buffer stays bounded.
+    if (reader->err == 0 && reader->ridx == -1 && reader->pos < 1024 && reader->len - reader->pos >= 5
+        && std::memcmp(reader->buf + reader->pos, "$-1\r\n", 5) == 0) {
+        reader->pos += 5;
+        *reply = &shared_nil;
+        return REDIS_OK;
+    }
+    return redisReaderGetReply(reader, reply);
+}
+
 const char* reply_kind(int type) noexcept
 {
     switch (type) {
@@ -194,7 +215,7 @@ const char* reply_kind(int type) noexcept
 
 void free_reply(redisReply* r) noexcept
 {
-    if (r == nullptr) {
+    if (r == nullptr || r == &shared_nil) {
         return;
     }
     if (r->element != nullptr) {

@@ -1,7 +1,7 @@
 // redis/reply_reader.hpp — hiredis's reply parser, with a bound on the
 // element count of the arrays it accepts, and reply objects made without
 // calloc(); a transaction's OK and QUEUED taken without making replies of
-// them; what a debug line may say of a reply.
+// them, a bare nil without parsing it; what a debug line may say of a reply.
 #pragma once
 
 struct redisReader;
@@ -28,6 +28,11 @@ bool has_unread(const redisReader* reader) noexcept;
 // reads. False, taking nothing, when something else comes next, when it
 // is not whole yet, or when a reply is half read.
 bool skip_plain_status(redisReader* reader) noexcept;
+
+// redisReaderGetReply(), but a whole bare nil at the front (`$-1`, what a
+// claim of a new key gets) is taken without hiredis's parsing, as one
+// shared nil reply that free_reply() leaves alone.
+int read_reply(redisReader* reader, void** reply) noexcept;
 
 // For the debug trace: what kind of reply came, never what it holds.
 const char* reply_kind(int type) noexcept;

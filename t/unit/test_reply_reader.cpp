@@ -209,3 +209,47 @@ TEST(ReplyReader, SkipsTheStatusesOfATransaction)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ReplyReader, ReadsABareNilWithoutParsingIt)
+{
+    using idem::redis::read_reply;
+    redisReader* reader = create_reply_reader(false);
+    void* out = reinterpret_cast<void*>(1);
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);
+    EXPECT_EQ(out, nullptr);  // nothing to read
+    const std::string replies = "$-1\r\n$-1\r\n*2\r\n$-1\r\n:7\r\n$-";
+    redisReaderFeed(reader, replies.data(), replies.size());
+    void* first = nullptr;
+    void* second = nullptr;
+    ASSERT_EQ(read_reply(reader, &first), REDIS_OK);
+    ASSERT_EQ(read_reply(reader, &second), REDIS_OK);
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(first, second);  // the shared nil
+    EXPECT_EQ(static_cast<redisReply*>(first)->type, REDIS_REPLY_NIL);
+    EXPECT_EQ(static_cast<redisReply*>(first)->str, nullptr);
+    free_reply(static_cast<redisReply*>(first));  // left alone
+    free_reply(static_cast<redisReply*>(second));
+    EXPECT_EQ(static_cast<redisReply*>(first)->type, REDIS_REPLY_NIL);
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);  // an array's nil element is its own
+    auto* array = static_cast<redisReply*>(out);
+    ASSERT_NE(array, nullptr);
+    ASSERT_EQ(array->elements, 2u);
+    EXPECT_EQ(array->element[0]->type, REDIS_REPLY_NIL);
+    EXPECT_NE(array->element[0], first);
+    EXPECT_EQ(array->element[1]->integer, 7);
+    free_reply(array);
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);
+    EXPECT_EQ(out, nullptr);  // not whole yet
+    const std::string rest = "1\r\n";
+    redisReaderFeed(reader, rest.data(), rest.size());
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);
+    ASSERT_NE(out, nullptr);  // hiredis's own, having begun it
+    EXPECT_EQ(static_cast<redisReply*>(out)->type, REDIS_REPLY_NIL);
+    free_reply(static_cast<redisReply*>(out));
+    EXPECT_FALSE(idem::redis::has_unread(reader));
+    redisReaderFree(reader);
+}
+
+}  // namespace
