@@ -285,7 +285,9 @@ RequestCtx* recording_ctx(ngx_http_request_t* r)
         return nullptr;
     }
     auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
-    if (ctx == nullptr || !passes_capture(ctx) || ctx->response_status == 0) {
+    // the status first: set only for a response being captured, never for
+    // a request without a key (whose context is shared) nor a replay
+    if (ctx == nullptr || ctx->response_status == 0 || !passes_capture(ctx)) {
         return nullptr;
     }
     return ctx;

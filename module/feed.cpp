@@ -134,7 +134,9 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     ngx_queue_init(&f->joiners);
     f->progress = ngx_current_msec;
     f->grew = ngx_current_msec;
-    f->slot = live_board_slot(key);
+    // by its response's store key: a live key ends with its claim's holder,
+    // the same for every key of a gateway
+    f->slot = live_board_slot(view(ctx->claim.key));
     f->call.init(nullptr, f, ngx_cycle->log);  // the store bounds each operation (idempotency_redis_timeout)
     set_event(f->went_live, on_live, f, ngx_cycle->log);
     set_event(f->telling, on_tell, f, ngx_cycle->log);

@@ -8,7 +8,8 @@
 //   - a settle's, bumped each time the store settled a claim (a response
 //     or its marker stored, a key released): the waiters for that key,
 //     in every worker, look now (wait.cpp).
-// A slot is shared by the keys that hash to it: a bump for another key
+// A slot is chosen by a store key (a live log's by the store key of its
+// response) and shared by the keys that fall on it: a bump for another key
 // costs a needless read or look, never a missed one. Followers and waiters
 // on other gateways do without it.
 // A base helper (docs/design.md#layers): the stores bump settles, the
@@ -26,7 +27,8 @@ ngx_int_t live_board_add(ngx_conf_t* cf) noexcept;      // postconfiguration
 void live_board_attach(ngx_cycle_t* cycle) noexcept;    // init_process
 
 constexpr ngx_uint_t live_board_slots = 2048;
-ngx_uint_t live_board_slot(std::string_view key) noexcept;
+// The slot of a store key (key.hpp's derive_redis_key).
+ngx_uint_t live_board_slot(std::string_view store_key) noexcept;
 // The slot's live log generation (0 without the board).
 ngx_atomic_uint_t live_board_read(ngx_uint_t slot) noexcept;
 void live_board_bump(ngx_uint_t slot) noexcept;

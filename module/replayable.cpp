@@ -1,36 +1,47 @@
 // replayable.cpp — see replayable.hpp.
 #include "replayable.hpp"
 
-#include <cstring>
+#include <array>
+#include <string_view>
 
 namespace idem {
 namespace {
 
-// RFC 9110's tchar.
-bool is_token_char(unsigned char c) noexcept
+// What each byte may be: in a header name, RFC 9110's tchar; in a value,
+// anything but CR, LF and NUL. A table: every stored response's header
+// bytes pass through here, at its capture and at each replay.
+enum : unsigned char { token = 1, in_value = 2 };
+
+constexpr std::array<unsigned char, 256> byte_kinds = [] {
+    std::array<unsigned char, 256> kinds{};
+    for (unsigned c = 0; c < 256; c++) {
+        bool tchar = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        for (char t : std::string_view{"!#$%&'*+-.^_`|~"}) {
+            tchar = tchar || c == static_cast<unsigned char>(t);
+        }
+        kinds[c] = static_cast<unsigned char>((tchar ? token : 0) | (c != '\r' && c != '\n' && c != 0 ? in_value : 0));
+    }
+    return kinds;
+}();
+
+bool all_of_kind(std::string_view bytes, unsigned char kind) noexcept
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-           || (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
+    for (char c : bytes) {
+        if ((byte_kinds[static_cast<unsigned char>(c)] & kind) == 0) {
+            return false;
+        }
+    }
+    return true;
 }
 
 }  // namespace
 
 RecordFlaw header_flaw(const Header& header) noexcept
 {
-    if (header.name.empty()) {
+    if (header.name.empty() || !all_of_kind(header.name, token)) {
         return RecordFlaw::header_name;
     }
-    for (char c : header.name) {
-        if (!is_token_char(static_cast<unsigned char>(c))) {
-            return RecordFlaw::header_name;
-        }
-    }
-    for (char c : header.value) {
-        if (c == '\r' || c == '\n' || c == '\0') {
-            return RecordFlaw::header_value;
-        }
-    }
-    return RecordFlaw::none;
+    return all_of_kind(header.value, in_value) ? RecordFlaw::none : RecordFlaw::header_value;
 }
 
 RecordFlaw headers_flaw(const Header* headers, std::size_t count) noexcept

@@ -7,10 +7,11 @@
 #                        master's workers too if they outlive it
 #   wait_for WHAT PID CMD...   until CMD succeeds ($WAIT_SECONDS, 10), while PID runs
 #   free_ports N         $FREE_PORTS: N free loopback ports (scripts/fixture ports)
-#   start_fixtures WHAT...     Redis, TLS Redis, Redis Clusters and the test
-#                        upstream from the test suite's fixtures
+#   start_fixtures [--as P] WHAT...   Redis, TLS Redis, Redis Clusters and
+#                        the test upstream from the test suite's fixtures
 #                        (scripts/fixture serve), their ports and pids as
-#                        shell variables (REDIS_PORT, REDIS_PID, ...)
+#                        shell variables (REDIS_PORT, REDIS_PID, ...; with
+#                        --as P, P_REDIS_PORT, ...)
 #   start_nginx NAME DIR nginx -t, then nginx -p DIR in the foreground
 #   doc_block NAME FILE  FILE, with a line saying when and where it was
 #                        measured, into docs/performance.md between the
@@ -95,21 +96,26 @@ free_ports() {  # free_ports N: sets FREE_PORTS, N distinct free ports on 127.0.
     FREE_PORTS=$("$repo/scripts/fixture" ports "$1") || die "scripts/fixture ports $1 failed"
 }
 
-# start_fixtures [--max-seconds S] WHAT...: scripts/fixture serve WHAT...
-# in the background (stopped at exit with the rest); once it says "ready",
-# its NAME=VALUE lines become shell variables. FIXTURE_PID: its pid.
+# start_fixtures [--as P] [--max-seconds S] WHAT...: scripts/fixture serve
+# WHAT... in the background (stopped at exit with the rest); once it says
+# "ready", its NAME=VALUE lines become shell variables. FIXTURE_PID: its
+# pid. With --as P, a second set beside the first (another redis-server,
+# TEST_REDIS_SERVER's): its own log, and its variables P_NAME (P_REDIS_PORT,
+# ..., P_FIXTURE_PID).
 start_fixtures() {
-    local log="$tmp/fixture.log" k v
+    local log="$tmp/fixture.log" k v prefix="" pid
+    if [ "${1:-}" = --as ]; then prefix=${2:?}_ log="$tmp/fixture-$2.log"; shift 2; fi
     start_bg fixture "$log" "$repo/scripts/fixture" serve "$@"
-    FIXTURE_PID=$started_pid
+    pid=$started_pid
+    printf -v "${prefix}FIXTURE_PID" '%s' "$pid"
     for _ in $(seq 1200); do   # up to 120 s: certificates and three clusters on a loaded machine
         grep -qx ready "$log" 2>/dev/null && break
-        alive "$FIXTURE_PID" || { cat "$log" >&2; die "scripts/fixture serve $* failed"; }
+        alive "$pid" || { cat "$log" >&2; die "scripts/fixture serve $* failed"; }
         sleep 0.1
     done
     grep -qx ready "$log" || die "scripts/fixture serve $* did not get ready; see $log"
     while IFS='=' read -r k v; do
-        [[ "$k" =~ ^[A-Z][A-Z0-9_]*$ ]] && printf -v "$k" '%s' "$v"
+        [[ "$k" =~ ^[A-Z][A-Z0-9_]*$ ]] && printf -v "$prefix$k" '%s' "$v"
     done < <(sed -n '/^[A-Z][A-Z0-9_]*=/p' "$log")
 }
 

@@ -53,16 +53,22 @@ check_errors() {  # the cell's requests all got a 2xx without socket errors
 }
 ERRORS=0
 
-# Snapshot of Redis counters: commandstats calls and total_commands_processed.
-redis_snapshot() {
-    rcli INFO all | tr -d '\r' | perl -ne '
+# Snapshot of Redis counters: commandstats calls and total_commands_processed,
+# of the redis-server on PORT (default: the fixtures' one).
+redis_snapshot() {  # [PORT]
+    "$REDIS_CLI" -h 127.0.0.1 -p "${1:-$REDIS_PORT}" INFO all | tr -d '\r' | perl -ne '
         print "total $1\n" if /^total_commands_processed:(\d+)/;
         print "reads $1\n" if /^total_reads_processed:(\d+)/;
         print "$1 $2 $3\n" if /^cmdstat_(\S+?):calls=(\d+),usec=(\d+)/;'
 }
 
-# Commands per request between two snapshots; prints a line for the summary.
-# Our own INFO calls are left out.
+# Commands per request between two snapshots; prints a line for the summary
+# (requests|calls per request × µs per call, by command|commands|
+# total_commands_processed|socket reads|µs of command time, all per
+# request). Our own INFO calls are left out. The command time leaves EXEC's
+# out: Redis counts in it the commands the transaction ran, which are
+# counted as themselves (a script's time includes the commands it runs too,
+# but a script is mostly its own work: it stays, and they with it).
 redis_per_request() {  # BEFORE AFTER REQUESTS
     perl -e '
         my ($bf, $af, $n) = @ARGV;
@@ -70,16 +76,18 @@ redis_per_request() {  # BEFORE AFTER REQUESTS
         for my $f ([$bf, \%b], [$af, \%a]) { open my $fh, "<", $f->[0] or die; while (<$fh>) { my ($k, $v, $us) = split; $f->[1]{$k} = $v; $f->[1]{"usec:$k"} = $us // 0 } }
         my $ours = ($a{info} // 0) - ($b{info} // 0);
         my $total = $a{total} - $b{total} - $ours;
-        my (@cmds, $sum);
+        my (@cmds, $sum, $usec);
         for my $k (sort { ($a{$b} - ($b{$b} // 0)) <=> ($a{$a} - ($b{$a} // 0)) || $a cmp $b } keys %a) {
             next if $k eq "total" || $k eq "info" || $k eq "reads" || $k =~ /^usec:/;
             my $d = $a{$k} - ($b{$k} // 0);
             next unless $d;
             $sum += $d;
+            $usec += $a{"usec:$k"} - ($b{"usec:$k"} // 0) unless $k eq "exec";   # its time is the commands it ran
             push @cmds, sprintf("%s %.2f × %.2f µs", uc $k, $d / $n, ($a{"usec:$k"} - ($b{"usec:$k"} // 0)) / $d);
         }
         my $reads = ($a{reads} // 0) - ($b{reads} // 0) - $ours;
-        printf "%d|%s|%.2f|%.2f|%.2f\n", $n, join(", ", @cmds) || "none", ($sum // 0) / $n, $total / $n, $reads / $n;
+        printf "%d|%s|%.2f|%.2f|%.2f|%.2f\n", $n, join(", ", @cmds) || "none", ($sum // 0) / $n, $total / $n, $reads / $n,
+            ($usec // 0) / $n;
     ' "$1" "$2" "$3"
 }
 
@@ -90,7 +98,7 @@ redis_per_request() {  # BEFORE AFTER REQUESTS
 # EXEC's reply).
 monitor_sample() {  # CELL: sets MON (REQUESTS|SENT_PER_REQUEST|BREAKDOWN|ROUND_TRIPS_PER_REQUEST)
     local cell=$1 log="$tmp/monitor-$1.log" mpid before after
-    start_bg "redis-cli monitor" "$log" "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" monitor
+    start_bg "redis-cli monitor" "$log" "$REDIS_CLI" -h 127.0.0.1 -p "$(redis_port_of "$cell")" monitor
     mpid=$started_pid
     for _ in $(seq 50); do grep -q '^OK' "$log" 2>/dev/null && break; sleep 0.05; done
     before=$(stub_requests "$GW_PORT")
@@ -127,6 +135,7 @@ redis_ns() {  # redis_ns CELL: CPU time of the redis-server(s) that CELL uses
     local pid total=0
     case "$1" in
     cluster-*) for pid in ${CLUSTER_PIDS[${1#cluster-}]}; do total=$((total + $(proc_ns "$pid"))); done ;;
+    new-s[0-9]* | replay-s[0-9]*) total=$(proc_ns "${STORE_PID[${1##*-s}]}") ;;
     *-tls) total=$(proc_ns "$TLS_PID") ;;
     *) total=$(proc_ns "$REDIS_PID") ;;
     esac
@@ -203,7 +212,8 @@ warm_up() {  # warm_up SECONDS CELL...: every cell answers, and runs once
 
 # run_rounds PHASE ROUNDS SECONDS CELL...: the cells alternately, the order
 # rotating each round. Round 1 of new and replay in the default phase also
-# counts Redis's commands per request (STATS).
+# counts Redis's commands per request (STATS), on the cell's redis-server
+# (new-sN and replay-sN: MORE_REDIS_SERVERS's).
 declare -A STATS=()
 run_rounds() {
     local phase=$1 rounds=$2 secs=$3 r i cell req_before req_after order
@@ -214,13 +224,13 @@ run_rounds() {
         for ((i = 0; i < ${#cells[@]}; i++)); do order+=("${cells[$(((i + r - 1) % ${#cells[@]}))]}"); done
         round_line="$phase round $r/$rounds:"
         for cell in "${order[@]}"; do
-            if [ "$phase" = default ] && [ "$r" = 1 ] && [[ "$cell" == new || "$cell" == replay ]]; then
-                redis_snapshot >"$tmp/redis-before-$cell"
+            if [ "$phase" = default ] && [ "$r" = 1 ] && [[ "$cell" =~ ^(new|replay)(-s[0-9]+)?$ ]]; then
+                redis_snapshot "$(redis_port_of "$cell")" >"$tmp/redis-before-$cell"
                 req_before=$(stub_requests "$GW_PORT")
                 measure_cell "$phase" "$r" "$cell" "$secs"
                 sleep 0.3   # requests still in flight when wrk stopped finish their Redis work
                 req_after=$(stub_requests "$GW_PORT")
-                redis_snapshot >"$tmp/redis-after-$cell"
+                redis_snapshot "$(redis_port_of "$cell")" >"$tmp/redis-after-$cell"
                 [ $((req_after - req_before - 1)) -le 0 ] ||
                     STATS[$cell]=$(redis_per_request "$tmp/redis-before-$cell" "$tmp/redis-after-$cell" \
                                    $((req_after - req_before - 1)))

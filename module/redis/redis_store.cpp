@@ -86,16 +86,15 @@ public:
             return nullptr;
         }
         note_lock_ttl(lock_ttl_ms);
-        char ttl[NGX_INT64_LEN];
-        size_t ttl_len = decimal(lock_ttl_ms, ttl);
+        std::string_view ttl = lock_ttl_text_.of(lock_ttl_ms);
         bool sent;
         if (waiter.fence) {
-            const char* argv[] = {"EVAL", fenced_claim_script.data(), "1", op->args.arg[0], op->args.arg[1], ttl};
-            const size_t lens[] = {4, fenced_claim_script.size(), 1, key.size(), claim.size(), ttl_len};
+            const char* argv[] = {"EVAL", fenced_claim_script.data(), "1", op->args.arg[0], op->args.arg[1], ttl.data()};
+            const size_t lens[] = {4, fenced_claim_script.size(), 1, key.size(), claim.size(), ttl.size()};
             sent = router_->command(key, 6, argv, lens, on_claim_reply, op);
         } else {
-            const char* argv[] = {"SET", op->args.arg[0], op->args.arg[1], "NX", "PX", ttl, "GET"};
-            const size_t lens[] = {3, key.size(), claim.size(), 2, 2, ttl_len, 3};
+            const char* argv[] = {"SET", op->args.arg[0], op->args.arg[1], "NX", "PX", ttl.data(), "GET"};
+            const size_t lens[] = {3, key.size(), claim.size(), 2, 2, ttl.size(), 3};
             sent = router_->command(key, 7, argv, lens, on_claim_reply, op);
         }
         if (!sent) {
@@ -399,6 +398,7 @@ private:
     const RedisServer& server_;
     Router* router_;
     ngx_log_t* log_;
+    DecimalMemo lock_ttl_text_;  // a claim's lock TTL
     ScriptCalls calls_;  // what is owed Redis: stores, releases, renewals
     std::uint64_t longest_lock_ttl_ = 0;
     bool closing_ = false;

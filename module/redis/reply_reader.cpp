@@ -11,8 +11,10 @@
 // The reply objects are hiredis's redisReply, made with malloc() where
 // hiredis uses calloc(), which glibc serves without its per-thread cache
 // (about as much as the rest of reading a reply); an array's element vector
-// lies right after its object. A string's bytes have a malloc() of their
-// own, as with hiredis: a request may take them over and free them itself.
+// lies right after its object, as do the bytes of a status, an error or an
+// array's element. A bulk string's bytes, when it is the reply itself, have
+// a malloc() of their own, as with hiredis: a request may take them over
+// and free them itself.
 
 #include "reply_reader.hpp"
 
@@ -30,6 +32,14 @@ constexpr ArrayCount max_large_reply_elements = 16384;
 redisReplyObjectFunctions small_functions;
 redisReplyObjectFunctions large_functions;
 bool functions_ready = false;
+
+// A nil reply holds nothing: the one read_reply hands out for a whole reply
+// is this one, never freed.
+redisReply shared_nil = [] {
+    redisReply r{};
+    r.type = REDIS_REPLY_NIL;
+    return r;
+}();
 
 char* inline_bytes(redisReply* r) noexcept
 {
@@ -52,16 +62,23 @@ redisReply* new_reply(const redisReadTask* task, int type, size_t extra) noexcep
     return r;
 }
 
+// A bulk string's bytes have a malloc() of their own (the replay takes
+// its record's over); a status's, an error's and an array element's lie
+// after its object, in one allocation.
 void* create_string(const redisReadTask* task, char* str, size_t len)
 {
-    auto* bytes = static_cast<char*>(std::malloc(len + 1));
-    if (bytes == nullptr) {
+    bool own_block = task->type == REDIS_REPLY_STRING && task->parent == nullptr;
+    char* bytes = own_block ? static_cast<char*>(std::malloc(len + 1)) : nullptr;
+    if (own_block && bytes == nullptr) {
         return nullptr;
     }
-    redisReply* r = new_reply(task, task->type, 0);  // string, status or error
+    redisReply* r = new_reply(task, task->type, own_block ? 0 : len + 1);  // string, status or error
     if (r == nullptr) {
         std::free(bytes);
         return nullptr;
+    }
+    if (!own_block) {
+        bytes = inline_bytes(r);
     }
     std::memcpy(bytes, str, len);
     bytes[len] = '\0';
@@ -144,9 +161,61 @@ bool has_unread(const redisReader* reader) noexcept
     return reader->pos < reader->len;
 }
 
+bool skip_plain_status(redisReader* reader) noexcept
+{
+    if (reader->err != 0 || reader->ridx != -1) {
+        return false;  // broken, or in the middle of a reply
+    }
+    const char* unread = reader->buf + reader->pos;
+    std::size_t size = reader->len - reader->pos;
+    // hiredis trims what was read at its next reply
+    if (size >= 9 && std::memcmp(unread, "+QUEUED\r\n", 9) == 0) {
+        reader->pos += 9;
+        return true;
+    }
+    if (size >= 5 && std::memcmp(unread, "+OK\r\n", 5) == 0) {
+        reader->pos += 5;
+        return true;
+    }
+    return false;
+}
+
+int read_reply(redisReader* reader, void** reply) noexcept
+{
+    // hiredis trims what was read once 1 KB of it lies before its cursor:
+    // past that it reads, so that the buffer stays bounded.
+    if (reader->err == 0 && reader->ridx == -1 && reader->pos < 1024 && reader->len - reader->pos >= 5
+        && std::memcmp(reader->buf + reader->pos, "$-1\r\n", 5) == 0) {
+        reader->pos += 5;
+        *reply = &shared_nil;
+        return REDIS_OK;
+    }
+    return redisReaderGetReply(reader, reply);
+}
+
+const char* reply_kind(int type) noexcept
+{
+    switch (type) {
+    case REDIS_REPLY_STRING:
+        return "string";
+    case REDIS_REPLY_ARRAY:
+        return "array";
+    case REDIS_REPLY_INTEGER:
+        return "integer";
+    case REDIS_REPLY_NIL:
+        return "nil";
+    case REDIS_REPLY_STATUS:
+        return "status";
+    case REDIS_REPLY_ERROR:
+        return "error";
+    default:
+        return "other";
+    }
+}
+
 void free_reply(redisReply* r) noexcept
 {
-    if (r == nullptr) {
+    if (r == nullptr || r == &shared_nil) {
         return;
     }
     if (r->element != nullptr) {
@@ -157,7 +226,9 @@ void free_reply(redisReply* r) noexcept
             std::free(r->element);
         }
     }
-    std::free(r->str);
+    if (r->str != inline_bytes(r)) {
+        std::free(r->str);
+    }
     std::free(r);
 }
 

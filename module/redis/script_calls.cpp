@@ -86,9 +86,7 @@ void ScriptCalls::store(std::string_view key, std::string_view claim, RecordByte
         }
         record = RecordBytes::owned(copy, {copy, copy != nullptr ? bytes.size() : 0});
     }
-    char ttl[NGX_INT64_LEN];
-    size_t ttl_len = decimal(ttl_ms, ttl);
-    std::string_view args[] = {key, claim, {}, {ttl, ttl_len}, marker};
+    std::string_view args[] = {key, claim, {}, ttl_text_.of(ttl_ms), marker};
     auto* call = record.owns() ? new_with_args<ScriptCall>(args, 5, log_) : nullptr;
     if (call == nullptr) {
         notice.tell(StoreOutcome::not_stored);

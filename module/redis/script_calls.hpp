@@ -114,6 +114,25 @@ inline size_t decimal(std::uint64_t n, char* out) noexcept
     return static_cast<size_t>(write_decimal(out, n) - out);
 }
 
+// The decimal of the last number it was asked for: a location's TTLs are
+// the same from one request to the next, written once instead of each time.
+class DecimalMemo {
+public:
+    std::string_view of(std::uint64_t n) noexcept
+    {
+        if (len_ == 0 || n != n_) {
+            n_ = n;
+            len_ = decimal(n, text_);
+        }
+        return {text_, len_};
+    }
+
+private:
+    std::uint64_t n_ = 0;
+    size_t len_ = 0;
+    char text_[NGX_INT64_LEN];
+};
+
 class ScriptCalls {
 public:
     ScriptCalls(const RedisServer& server, Router& router, ngx_log_t* log) noexcept
@@ -185,6 +204,7 @@ private:
     ScriptCall* calls_ = nullptr;  // every call not finished: in flight, or waiting for its next attempt
     ngx_queue_t parked_;           // stores kept for memory waiting for their next attempt, oldest first
     ngx_event_t probe_{};          // the next attempt of the oldest of them (retry.hpp: oom_probe_interval_ms)
+    DecimalMemo ttl_text_;         // a store's TTL
     bool closing_ = false;
 };
 

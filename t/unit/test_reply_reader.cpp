@@ -161,3 +161,95 @@ TEST(ReplyReader, StringCanBeTakenOver)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ReplyReader, SkipsTheStatusesOfATransaction)
+{
+    using idem::redis::skip_plain_status;
+    redisReader* reader = create_reply_reader(false);
+    EXPECT_FALSE(skip_plain_status(reader));  // nothing to read
+    const std::string replies = "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:-1\r\n$-1\r\n+OKAY\r\n";
+    redisReaderFeed(reader, replies.data(), replies.size());
+    EXPECT_TRUE(skip_plain_status(reader));
+    EXPECT_TRUE(skip_plain_status(reader));
+    EXPECT_TRUE(skip_plain_status(reader));
+    EXPECT_FALSE(skip_plain_status(reader));  // EXEC's array is read as ever
+    void* out = nullptr;
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    auto* exec = static_cast<redisReply*>(out);
+    ASSERT_NE(exec, nullptr);
+    EXPECT_EQ(exec->type, REDIS_REPLY_ARRAY);
+    EXPECT_EQ(exec->elements, 2u);
+    free_reply(exec);
+    EXPECT_FALSE(skip_plain_status(reader));  // another status: not one of the two
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    ASSERT_NE(out, nullptr);
+    EXPECT_STREQ(static_cast<redisReply*>(out)->str, "OKAY");
+    free_reply(static_cast<redisReply*>(out));
+    EXPECT_FALSE(idem::redis::has_unread(reader));
+
+    const std::string half = "+QUEU";
+    redisReaderFeed(reader, half.data(), half.size());
+    EXPECT_FALSE(skip_plain_status(reader));  // not whole yet
+    const std::string rest = "ED\r\n*1\r\n";
+    redisReaderFeed(reader, rest.data(), rest.size());
+    EXPECT_TRUE(skip_plain_status(reader));
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    EXPECT_EQ(out, nullptr);  // an array begun
+    const std::string element = "+OK\r\n";
+    redisReaderFeed(reader, element.data(), element.size());
+    EXPECT_FALSE(skip_plain_status(reader));  // the array's element, not a reply of its own
+    ASSERT_EQ(redisReaderGetReply(reader, &out), REDIS_OK);
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(static_cast<redisReply*>(out)->elements, 1u);
+    EXPECT_STREQ(static_cast<redisReply*>(out)->element[0]->str, "OK");
+    free_reply(static_cast<redisReply*>(out));
+    redisReaderFree(reader);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(ReplyReader, ReadsABareNilWithoutParsingIt)
+{
+    using idem::redis::read_reply;
+    redisReader* reader = create_reply_reader(false);
+    void* out = reinterpret_cast<void*>(1);
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);
+    EXPECT_EQ(out, nullptr);  // nothing to read
+    const std::string replies = "$-1\r\n$-1\r\n*2\r\n$-1\r\n:7\r\n$-";
+    redisReaderFeed(reader, replies.data(), replies.size());
+    void* first = nullptr;
+    void* second = nullptr;
+    ASSERT_EQ(read_reply(reader, &first), REDIS_OK);
+    ASSERT_EQ(read_reply(reader, &second), REDIS_OK);
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(first, second);  // the shared nil
+    EXPECT_EQ(static_cast<redisReply*>(first)->type, REDIS_REPLY_NIL);
+    EXPECT_EQ(static_cast<redisReply*>(first)->str, nullptr);
+    free_reply(static_cast<redisReply*>(first));  // left alone
+    free_reply(static_cast<redisReply*>(second));
+    EXPECT_EQ(static_cast<redisReply*>(first)->type, REDIS_REPLY_NIL);
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);  // an array's nil element is its own
+    auto* array = static_cast<redisReply*>(out);
+    ASSERT_NE(array, nullptr);
+    ASSERT_EQ(array->elements, 2u);
+    EXPECT_EQ(array->element[0]->type, REDIS_REPLY_NIL);
+    EXPECT_NE(array->element[0], first);
+    EXPECT_EQ(array->element[1]->integer, 7);
+    free_reply(array);
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);
+    EXPECT_EQ(out, nullptr);  // not whole yet
+    const std::string rest = "1\r\n";
+    redisReaderFeed(reader, rest.data(), rest.size());
+    ASSERT_EQ(read_reply(reader, &out), REDIS_OK);
+    ASSERT_NE(out, nullptr);  // hiredis's own, having begun it
+    EXPECT_EQ(static_cast<redisReply*>(out)->type, REDIS_REPLY_NIL);
+    free_reply(static_cast<redisReply*>(out));
+    EXPECT_FALSE(idem::redis::has_unread(reader));
+    redisReaderFree(reader);
+}
+
+}  // namespace
