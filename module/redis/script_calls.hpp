@@ -176,7 +176,8 @@ private:
     // script_render.cpp: the words of an attempt, and what its reply says
     static int script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept;
     static void render(void* data, const ServerFeatures& features, LateWords& out);
-    static void render_store(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept;
+    static void render_store(ScriptCall* call, LateWords& out) noexcept;
+    static void render_script(ScriptCall* call, LateWords& out) noexcept;
     static bool render_conditional(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept;
     static long long answer_of(const ScriptCall* call, const redisReply* reply) noexcept;
     void failed(ScriptCall* call, std::string_view why) noexcept;

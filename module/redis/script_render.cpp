@@ -39,19 +39,25 @@ int ScriptCalls::script_words(const ScriptCall* call, const char** argv, size_t*
     return 3 + call->args.count;
 }
 
+// The fenced script's words.
+void ScriptCalls::render_script(ScriptCall* call, LateWords& out) noexcept
+{
+    const char* argv[3 + max_script_args];
+    size_t lens[3 + max_script_args];
+    int argc = script_words(call, argv, lens);
+    out.add(argc, argv, lens);
+    call->form = Form::script;
+}
+
 void ScriptCalls::render(void* data, const ServerFeatures& features, LateWords& out)
 {
     auto* call = static_cast<ScriptCall*>(data);
     if (render_conditional(call, features, out)) {
         call->form = Form::conditional;
     } else if (call->role == Role::store) {
-        render_store(call, features, out);
+        render_store(call, out);
     } else {
-        const char* argv[3 + max_script_args];
-        size_t lens[3 + max_script_args];
-        int argc = script_words(call, argv, lens);
-        out.add(argc, argv, lens);
-        call->form = Form::script;
+        render_script(call, out);
     }
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, call->owner->log_, 0, "idempotency: to %s for \"%*s\" leaves %s",
                    call->script->purpose, call->args.len[0], call->args.arg[0],
@@ -116,18 +122,14 @@ bool ScriptCalls::render_conditional(ScriptCall* call, const ServerFeatures& fea
 // lease (lease.hpp), first attempt only, the leased transaction, which
 // also tells what it overwrote and until when that would have lived;
 // otherwise the fenced script.
-void ScriptCalls::render_store(ScriptCall* call, const ServerFeatures&, LateWords& out) noexcept
+void ScriptCalls::render_store(ScriptCall* call, LateWords& out) noexcept
 {
     const OwnedArgs<max_script_args>& a = call->args;
-    bool leased = call->retry.failures == 0 && call->lease != nullptr && call->lease->holds(ngx_current_msec);
-    call->form = leased ? Form::leased : Form::script;
-    if (!leased) {
-        const char* argv[3 + max_script_args];
-        size_t lens[3 + max_script_args];
-        int argc = script_words(call, argv, lens);
-        out.add(argc, argv, lens);
+    if (call->retry.failures != 0 || call->lease == nullptr || !call->lease->holds(ngx_current_msec)) {
+        render_script(call, out);
         return;
     }
+    call->form = Form::leased;
     static const char* const multi[] = {"MULTI"};
     static const char* const exec[] = {"EXEC"};
     static const size_t multi_len[] = {5}, exec_len[] = {4};
