@@ -122,30 +122,56 @@ sub server_names {
                    '?server= of no such server: absent');
 }
 
+# The proxy has passed on Redis's reply to every command sent so far: a
+# fault set now meets only what comes after it.
+sub proxy_quiet {
+    IdempotencyTest::wait_until(sub {
+        my $st = Idem::FaultProxy::fault_proxy_stats($PROXY);
+        $st->{replies} >= $st->{commands};
+    }, 10) or die "Redis's replies through the proxy never caught up\n";
+}
+
 # The store answers the peek at once but holds back its answer to the purge
 # (3 s, six times idempotency_redis_timeout): the DELETE gets 503 once that
-# timeout passed, not the purge's late answer.
+# timeout passed, from its own deadline (not from the connection, which
+# Redis's silence drops at twice the timeout), not the purge's late answer.
+# The purge is the one command that carries the record it read, whose
+# body (upstream.pl's JSON) names the path.
 sub purge_unanswered {
     Test::More::is(post('/a/15', 'admin-15')->{status}, 201, 'the original');
-    Idem::FaultProxy::fault_proxy_mode($PROXY, 'stall', 3000, "'DEL'");
+    proxy_quiet();
+    my $before = Idem::FaultProxy::fault_proxy_stats($PROXY);
+    Idem::FaultProxy::fault_proxy_mode($PROXY, 'stall', 3000, '"/a/15"');
     my $t0 = time;
     my $purge = admin('DELETE', '', 'admin-15');
     my $took = time - $t0;
     Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
     Test::More::is("$purge->{status} " . ($purge->{json}{type} // '-'), '503 urn:nginx-idempotency:problem:store-unavailable',
                    'the purge unanswered: 503');
+    Test::More::is($purge->{json}{detail}, 'the store did not answer in time',
+                   '... at the purge\'s own deadline')
+        or Test::More::diag($purge->{body});
     Test::More::is($purge->{headers}{'retry-after'}, 1, '... with Retry-After');
     Test::More::cmp_ok($took, '<', 2.5, sprintf('... once idempotency_redis_timeout (500 ms) passed, not the store\'s '
                                                 . 'answer 3 s later (%.2f s)', $took));
-    Test::More::cmp_ok(Idem::FaultProxy::fault_proxy_stats($PROXY)->{stalled}, '>=', 1, 'the purge\'s answer was held back');
+    Test::More::is(Idem::FaultProxy::fault_proxy_stats($PROXY)->{stalled} - $before->{stalled}, 1,
+                   'the purge\'s answer was held back, the peek\'s not');
+    # the connection Redis held back is dropped (twice the timeout), or
+    # its answer comes: the inspection below meets a connection of its own
+    IdempotencyTest::wait_until(sub {
+        IdempotencyTest::error_log_has('nothing from Redis for twice idempotency_redis_timeout', 0)
+            || Idem::FaultProxy::fault_proxy_stats($PROXY)->{late} > $before->{late};
+    }, 10) or die "the held-back connection never ended\n";
     # ... and the peek's (the one script that holds PTTL)
     Test::More::is(post('/a/15', 'admin-15b')->{status}, 201, 'another original');
+    proxy_quiet();
     Idem::FaultProxy::fault_proxy_mode($PROXY, 'stall', 3000, "'PTTL'");
     $t0 = time;
     my $inspection = admin('GET', '', 'admin-15b');
     $took = time - $t0;
     Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
-    Test::More::is($inspection->{status}, 503, 'an inspection unanswered: 503');
+    Test::More::is("$inspection->{status} " . ($inspection->{json}{detail} // '-'),
+                   '503 the store did not answer in time', 'an inspection unanswered: 503, at its own deadline');
     Test::More::cmp_ok($took, '<', 2.5, sprintf('... once idempotency_redis_timeout passed (%.2f s)', $took));
 }
 

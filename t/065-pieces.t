@@ -319,6 +319,44 @@ sub piece_changed {
     Test::More::is(IdempotencyTest::upstream_count("/pc/$key"), 1, "$key: never executed again");
 }
 
+# A piece of $key's response replaced in the store after the retry's look
+# passed, before the replay read it, by a valid piece of the same size
+# (the responses are noise: every full piece is kept as it is, of one
+# size): the piece before it, or the same piece of $other's response. The
+# look saw the right names and sizes; the read finds another piece there,
+# never sent in its place. The retry's client reads slowly, as in
+# piece_changed. The replay is cut off there.
+sub piece_swapped {
+    my ($key, $other) = @_;
+    my $uri = "/ps/$key?kind=noise&size=3000000";
+    Test::More::is(send_post($uri, $key)->{status}, 201, "$key: the original");
+    Idem::Store::stored($key, 'response') or die "the record of $key never landed\n";
+    my ($at, @pieces) = piece_keys($key);
+    Test::More::is(scalar @pieces, 46, "$key: kept in 46 pieces");
+    my ($from, $name);
+    if (defined $other) {
+        my $other_uri = "/ps/$other?kind=noise&size=3000000";
+        Test::More::is(send_post($other_uri, $other)->{status}, 201, "$other: another original");
+        Idem::Store::stored($other, 'response') or die "the record of $other never landed\n";
+        my ($other_at, @others) = piece_keys($other);
+        $from = IdempotencyTest::redis_command_at($other_at, 'GET', $others[30]);
+        $name = "piece 30 of $other";
+    } else {
+        $from = IdempotencyTest::redis_command_at($at, 'GET', $pieces[29]);
+        $name = 'piece 29';
+    }
+    my ($sock, $buf) = retry_head($ENV{TEST_NGINX_SLOW_PORT}, $uri, $key);
+    my $own = IdempotencyTest::redis_command_at($at, 'GET', $pieces[30]);
+    Test::More::is(length $from, length $own, "$key: $name is of the size of piece 30");
+    Test::More::isnt($from, $own, "$key: ... and not the same");
+    IdempotencyTest::redis_command_at($at, 'SET', $pieces[30], $from, 'KEEPTTL');
+    my $res = read_rest($sock, $buf);
+    Test::More::like($res->{head}, qr{\AHTTP/1\.1 201 }, "$key: the retry is a replay");
+    Test::More::is("$res->{length} " . length $res->{body}, '3000000 ' . 30 * 65408,
+                   "$key: ... cut off after the 30 pieces before the one replaced by $name");
+    Test::More::is(IdempotencyTest::upstream_count("/ps/$key"), 1, "$key: never executed again");
+}
+
 # The read of the third piece (its key's index 00000002) held back by
 # Redis for 3 s, past idempotency_redis_timeout: the replay is cut off
 # after the two pieces before it, once the timeout passed.
@@ -762,3 +800,21 @@ main::pieces_outlive('lt-1');
 GET /_count/lt/lt-1
 --- error_code: 200
 --- response_body: 1
+
+
+
+=== TEST 21: a piece replaced after the look by a valid one of the same size, the one before it or the same of another response: the replay is cut off there
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+"listen 127.0.0.1:$ENV{TEST_NGINX_SLOW_PORT} sndbuf=16k;\n" . main::small_pieces()
+--- init
+main::piece_swapped('ps-1');
+main::piece_swapped('ps-2', 'ps-3');
+--- request
+GET /_count/ps/ps-1
+--- error_code: 200
+--- response_body: 1
+--- error_log eval
+qr/\[error\] .*the replay of "idem:[0-9a-f]{64}" is cut off at piece 30 of 46: it is not that piece of this response/

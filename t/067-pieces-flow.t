@@ -131,7 +131,8 @@ sub piece_never_lands {
     Idem::FaultProxy::fault_proxy_mode($PROXY, 'pass');
     Test::More::is(($first->{status} // $first->{error}) . ' ' . length($first->{body} // ''), "201 $size",
                    'the original, whole');
-    Test::More::cmp_ok($took, '<', 15, sprintf 'held back no longer than the window and a little (%.1f s)', $took);
+    Test::More::cmp_ok($took, '>=', 2.9, sprintf 'held back for the whole window (%.1f s)', $took);
+    Test::More::cmp_ok($took, '<', 15, sprintf '... and no longer than the window and a little (%.1f s)', $took);
     Idem::Store::stored('nl-1', 'unreplayable') or Test::More::diag('no marker stored for nl-1');
     Test::More::is(IdempotencyTest::post_key($uri, 'nl-1')->{status}, 410, 'its retry: 410');
     Test::More::is(IdempotencyTest::upstream_count('/nl/1'), 1, 'executed once');
@@ -394,7 +395,8 @@ GET /_count/nl/1
 --- error_code: 200
 --- response_body: 1
 --- error_log eval
-qr/\[error\] .*gave up writing piece 1 of the response to "idem:[0-9a-f]{64}" after \d+ attempts in \d+ ms/
+[qr/\[warn\] .*cannot write piece 1 of the response to "idem:[0-9a-f]{64}" now .*trying again for up to 3000 ms/,
+ qr/\[error\] .*gave up writing piece 1 of the response to "idem:[0-9a-f]{64}" after \d+ attempts in \d+ ms/]
 --- no_error_log
 [alert]
 --- log_level: info
