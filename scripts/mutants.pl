@@ -32,10 +32,13 @@
 # The list's format (t/mutants.list opens with it):
 #   === ID: what the mutation breaks
 #   file: module/...            the file changed
-#   tests: SPEC SPEC ...        t/NNN-name.t[:N,N...][@zone|@cluster]: the
-#                               file, or only those blocks of it, on that
-#                               store; unit[:FILTER]: the unit tests
-#                               (gtest filter)
+#   tests: SPEC SPEC ...        t/NNN-name.t[:N,N...][@zone|@cluster][%SERVER]:
+#                               the file, or only those blocks of it, on
+#                               that store, on that store server
+#                               (scripts/store-server.sh SERVER: valkey-9...,
+#                               TEST_REDIS_SERVER) instead of the machine's
+#                               Redis; unit[:FILTER]: the unit tests (gtest
+#                               filter)
 #   asan: yes                   (optional) the tests run against the ASan build
 #   --- find
 #   the exact text (its lines; trailing blank lines are not part of it)
@@ -272,6 +275,19 @@ sub build_module {
 
 # ------------------------------------------------------------------ the tests
 
+# The path of the store server NAME (scripts/store-server.sh, which builds
+# it the first time), once per run.
+my %server_bin;
+sub store_server {
+    my ($name) = @_;
+    return $server_bin{$name} //= do {
+        my $bin = `'$repo/scripts/store-server.sh' '$name'`;
+        chomp $bin;
+        die "scripts/store-server.sh $name failed\n" if $? || !-x $bin;
+        $bin;
+    };
+}
+
 my @standin = system("perl -MTest::Nginx::Socket -e1 2>/dev/null") == 0 ? () : ('-I', "$src/t/standin");
 
 # t/NNN.t with only blocks @blocks (the file's code before __DATA__ kept):
@@ -296,12 +312,13 @@ sub run_spec {
         return run_logged($log, $test_timeout, {}, "$src/build/mutants-unit/unit_tests",
                           defined $1 ? ("--gtest_filter=$1") : ());
     }
-    my ($file, $blocks, $store) = $spec =~ m{^(t/[\w.-]+\.t)(?::([\d,]+))?(?:@(zone|cluster|redis))?$}
-        or die "a test spec that is not t/FILE.t[:N,...][\@store] nor unit[:FILTER]: $spec\n";
+    my ($file, $blocks, $store, $server) = $spec =~ m{^(t/[\w.-]+\.t)(?::([\d,]+))?(?:@(zone|cluster|redis))?(?:%([\w.-]+))?$}
+        or die "a test spec that is not t/FILE.t[:N,...][\@store][%server] nor unit[:FILTER]: $spec\n";
     my $run = $blocks ? selection_file($file, split /,/, $blocks) : $file;
     my %env = (TEST_NGINX_BINARY => $nginx_bin, TEST_NGINX_SERVROOT => "$work/servroot",
                TEST_NGINX_MODULE => "$src/build/ngx_http_idempotency_module.so",
                TEST_NGINX_IDEM_STORE => $store // 'redis');
+    $env{TEST_REDIS_SERVER} = store_server($server) if defined $server;
     if ($asan) {
         my $rt = `gcc -print-file-name=libasan.so`;
         chomp $rt;
