@@ -23,8 +23,7 @@ use Time::HiRes qw(time);
 
 start_redis_sentinel() if ($ENV{TEST_NGINX_IDEM_STORE} // 'redis') eq 'redis';
 
-# Redis behind a proxy that holds back chosen replies (TEST 15): the purge
-# is the one script that holds DEL.
+# Redis behind a proxy that holds back chosen replies (TEST 15).
 our $PROXY = Idem::FaultProxy::fault_proxy_start(IdempotencyTest::redis_port());
 $ENV{TEST_NGINX_FAULT_PORT} = $PROXY->{port};
 
