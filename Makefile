@@ -148,10 +148,17 @@ fuzz-gateway-seeds: asan-build
 	rm -rf fuzz/corpus/gateway
 	$(FUZZ_GATEWAY_ENV) FUZZ_GATEWAY_SECONDS=0 perl scripts/fuzz-gateway.pl --write-seeds fuzz/corpus/gateway
 
-# The include layers of docs/design.md#layers, then the unit tests.
+# The include floors of docs/design.md#layers, then the unit tests.
 unit: $(UNIT_BIN)
 	scripts/check-layers.pl
 	$(UNIT_BIN)
+
+# The floors checked on the built module's calls as well (nm), and the check
+# itself on a planted upward call and include.
+.PHONY: layers
+layers: $(MODULE)
+	scripts/check-layers.pl --calls $(BUILD)/nginx/objs/addon
+	scripts/check-layers-selftest.sh
 
 # The Test::Nginx suite, on Redis; then the store-agnostic files again on the
 # shared-memory zone store, then CLUSTER_TESTS again on a Redis Cluster of 3
@@ -189,6 +196,7 @@ prove: $(MODULE)
 
 test: deps doc-check
 	$(MAKE) unit
+	$(MAKE) layers
 	$(MAKE) rules-check
 	$(MAKE) prove
 

@@ -5,10 +5,9 @@
 //   fingerprint (body_fingerprint.cpp) -> claiming, waiting (claim.cpp,
 //   wait.cpp) -> granted: forwarded (capture.cpp records the response), or
 //   decided: answered (replay, 409, 410, 422, 503).
-// Owns the request context's lifetime: its pool cleanup stops what the
-// claim still waits for and settles a claim whose response never completed.
-// A request that passes without a key gets no context of its own (one shared,
-// read-only one) and only a pool cleanup that counts it.
+// Says what a protected request's end does (request_ctx.cpp runs it from the
+// pool cleanup): stop what the claim still waits for, settle a claim whose
+// response never completed, count the outcome.
 
 #include "access.hpp"
 
@@ -32,57 +31,12 @@ namespace {
 
 LogLimiter fail_open_log;
 
-void cleanup(void* data)
+void cleanup(RequestCtx* ctx)
 {
-    auto* ctx = static_cast<RequestCtx*>(data);
     claim_stop_waiting(ctx);
     feed_leave(ctx);
     capture_settle(ctx);
     count_outcome(ctx->outcome);
-}
-
-// A request that passes without a key reads `missing` and is counted once,
-// at its end, like any other; nothing is claimed, captured or answered for
-// it, so it needs no context of its own: all share this one, which nothing
-// writes after start-up. It is answered already (nothing to do) for an
-// internal redirect's return to the phase.
-RequestCtx keyless = [] {
-    RequestCtx ctx{};
-    ctx.outcome = Outcome::missing;
-    ctx.state = RequestState::answered;
-    return ctx;
-}();
-
-void count_keyless(void*)
-{
-    count_outcome(Outcome::missing);
-}
-
-ngx_int_t pass_keyless(ngx_http_request_t* r)
-{
-    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == nullptr) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    cln->handler = count_keyless;
-    cln->data = &keyless;
-    ngx_http_set_ctx(r, &keyless, ngx_http_idempotency_module);
-    return NGX_DECLINED;
-}
-
-RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf)
-{
-    auto* ctx = static_cast<RequestCtx*>(ngx_pcalloc(r->pool, sizeof(RequestCtx)));
-    ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (ctx == nullptr || cln == nullptr) {
-        return nullptr;
-    }
-    ctx->request = r;
-    ctx->conf = conf;
-    cln->handler = cleanup;
-    cln->data = ctx;
-    ngx_http_set_ctx(r, ctx, ngx_http_idempotency_module);
-    return ctx;
 }
 
 // ---------------------------------------------------------------- answers
@@ -187,24 +141,6 @@ KeyLookup find_key_header(ngx_http_request_t* r, const ngx_str_t& lowcase_name, 
     return found;
 }
 
-RequestCtx* find_ctx(ngx_http_request_t* r) noexcept
-{
-    auto* ctx = static_cast<RequestCtx*>(ngx_http_get_module_ctx(r, ngx_http_idempotency_module));
-    if (ctx != nullptr || r != r->main) {
-        return ctx;
-    }
-    // An internal redirect (error_page, named location) wiped the module
-    // contexts; the pool cleanup still knows ours.
-    for (ngx_pool_cleanup_t* cln = r->pool->cleanup; cln; cln = cln->next) {
-        if (cln->handler == cleanup || cln->handler == count_keyless) {
-            ctx = static_cast<RequestCtx*>(cln->data);
-            ngx_http_set_ctx(r, ctx, ngx_http_idempotency_module);
-            return ctx;
-        }
-    }
-    return nullptr;
-}
-
 // The module acts in the pre-content phase, after the whole access phase
 // (allow/deny, auth_basic, auth_request, under `satisfy all` or `any`)
 // admitted the request and set its variables, and before try_files and the
@@ -241,7 +177,7 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
         return pass_keyless(r);
     }
 
-    ctx = create_ctx(r, conf);
+    ctx = create_ctx(r, conf, cleanup);
     if (ctx == nullptr) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }

@@ -124,7 +124,18 @@ struct RequestCtx {
     ClientGuard client;    // client_gone.hpp: the handlers wrapped against client aborts
     Join join;             // join.hpp: the original's response followed live
     PieceReplay* pieces;   // piece_replay.cpp: a response kept in pieces, replayed
+    // Run by the request pool's cleanup: the handler that made the context
+    // says what its end stops and settles (a floor below it cannot name it).
+    void (*ended)(RequestCtx* ctx);
 };
+
+// A protected request's context, in r->pool, with the pool cleanup that runs
+// `ended`; nullptr when out of memory.
+RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf, void (*ended)(RequestCtx*)) noexcept;
+
+// A request without a key shares one read-only context, answered already
+// (`missing`), counted once at its end. NGX_DECLINED, or an error status.
+ngx_int_t pass_keyless(ngx_http_request_t* r) noexcept;
 
 // The request's context, also after an internal redirect wiped nginx's
 // module contexts; nullptr when the module does not act on it.
