@@ -112,6 +112,10 @@ Outcome decide_at_rest(std::string_view key, std::string_view& value, const Secr
             why = Unusable::plain;
             return Outcome::unverifiable;
         }
+        if (!plain && seal_remnant(value, keys, key_count)) {
+            why = Unusable::altered;  // a sealed record of ours, damaged: never "not ours" (503)
+            return Outcome::unverifiable;
+        }
         return decide_stored(value, fingerprint, record, why);
     }
     std::size_t length = 0;

@@ -83,6 +83,19 @@ bool is_sealed(std::string_view value) noexcept
     return value.size() >= seal_overhead && std::memcmp(value.data(), magic, sizeof(magic)) == 0;
 }
 
+bool seal_remnant(std::string_view value, const SecretKey* keys, std::size_t count) noexcept
+{
+    if (value.size() < seal_overhead) {
+        return value.size() >= sizeof(magic) && std::memcmp(value.data(), magic, sizeof(magic)) == 0;
+    }
+    for (std::size_t i = 0; i < count; i++) {
+        if (std::memcmp(keys[i].id.data(), value.data() + 4, 4) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 bool seal(const SecretKey& key, std::string_view aad, std::string_view plain, char* out) noexcept
 {
     auto* o = reinterpret_cast<unsigned char*>(out);

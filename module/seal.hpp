@@ -30,6 +30,13 @@ constexpr std::size_t seal_overhead = 4 + 4 + 12 + 16;
 
 bool is_sealed(std::string_view value) noexcept;
 
+// A value that is no whole envelope but bears an envelope's marks: the
+// magic with fewer bytes than an envelope has (cut short), or an
+// envelope's size with one of `keys`' ids where the id goes (its magic
+// altered; 2^-32 of another application's values per key look so by chance).
+// A plain record is never one: the caller asks only of what does not decode.
+bool seal_remnant(std::string_view value, const SecretKey* keys, std::size_t count) noexcept;
+
 // Writes the envelope of `plain` to `out` (room for plain.size() +
 // seal_overhead); false if OpenSSL fails.
 bool seal(const SecretKey& key, std::string_view aad, std::string_view plain, char* out) noexcept;

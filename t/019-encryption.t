@@ -6,7 +6,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
-use Idem::Blocks qw(idem_location location_conf);
+use Idem::Blocks qw(idem_location counted_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -251,3 +251,95 @@ IdempotencyTest::wait_until(sub {
 [qr/"status":410/, qr/\A1\z/]
 --- no_error_log
 exited on signal
+
+
+=== TEST 14: stored sealed, for the two cases after it
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::idem_location('idempotency_encrypt_key ../html/old.key')
+--- request eval
+["POST /enc/14\nx", "POST /enc/15\nx"]
+--- more_headers eval
+["Idempotency-Key: enc-14", "Idempotency-Key: enc-15"]
+--- error_code eval
+[201, 201]
+
+
+=== TEST 15: a sealed record cut short in Redis is a record of ours, damaged: 410, never 503
+--- init
+my $rkey = IdempotencyTest::redis_key('enc-14');
+my $value = IdempotencyTest::redis_command('GET', $rkey);
+die "not sealed\n" unless defined $value && substr($value, 0, 4) eq "IDE\x01";
+IdempotencyTest::redis_command('SET', $rkey, substr($value, 0, 20));
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::idem_location('idempotency_encrypt_key ../html/old.key')
+--- request
+POST /enc/14
+x
+--- more_headers
+Idempotency-Key: enc-14
+--- error_code: 410
+--- response_headers
+Content-Type: application/problem+json
+X-Idempotency-Status: unreplayable
+!Retry-After
+--- response_body_like: "type":"[^"]*response-unverifiable"
+--- error_log
+does not open: altered
+
+
+=== TEST 16: a sealed record whose magic was altered: 410, never 503
+--- init
+my $rkey = IdempotencyTest::redis_key('enc-15');
+my $value = IdempotencyTest::redis_command('GET', $rkey);
+die "not sealed\n" unless defined $value && substr($value, 0, 4) eq "IDE\x01";
+substr($value, 0, 1) = 'X';
+IdempotencyTest::redis_command('SET', $rkey, $value);
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::idem_location('idempotency_encrypt_key ../html/old.key')
+--- request
+POST /enc/15
+x
+--- more_headers
+Idempotency-Key: enc-15
+--- error_code: 410
+--- response_headers
+X-Idempotency-Status: unreplayable
+--- response_body_like: "type":"[^"]*response-unverifiable"
+--- error_log
+does not open: altered
+
+
+=== TEST 17: ... neither retry was executed again
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::location_conf('/_count/', 'proxy_pass http://backend')
+--- request eval
+["GET /_count/enc/14", "GET /_count/enc/15"]
+--- response_body eval
+["1", "1"]
+
+
+=== TEST 18: another application's value under the key is not ours: 503 with Retry-After
+--- init
+IdempotencyTest::redis_command('SET', IdempotencyTest::redis_key('enc-17'), 'x' x 64);
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::idem_location('idempotency_encrypt_key ../html/old.key')
+--- request
+POST /enc/17
+x
+--- more_headers
+Idempotency-Key: enc-17
+--- error_code: 503
+--- response_headers_like
+Retry-After: \d+
+--- error_log
+not a record of this module

@@ -162,6 +162,30 @@ TEST_F(AtRest, EveryRecordThatDoesNotOpenIsUnverifiable)
     EXPECT_EQ(why, idem::Unusable::plain);
 }
 
+TEST_F(AtRest, ASealedRecordCutShortOrWithItsMagicAlteredIsUnverifiableNotAnotherApplications)
+{
+    std::string sealed = seal_(key_, "idem:k", response_record(digest('a'), 201, "body"));
+    idem::Unusable why;
+    std::string opened;
+    for (size_t cut : {size_t(4), size_t(20), idem::seal_overhead - 1}) {
+        for (size_t n : {size_t(0), size_t(1)}) {  // with or without a key that opens it
+            EXPECT_EQ(decide(sealed.substr(0, cut), &key_, n, why, opened), idem::Outcome::unverifiable) << cut;
+            EXPECT_EQ(why, idem::Unusable::altered) << cut;
+        }
+    }
+    for (size_t at : {size_t(0), size_t(3)}) {
+        std::string altered = sealed;
+        altered[at] ^= 0x20;
+        EXPECT_EQ(decide(altered, &key_, 1, why, opened), idem::Outcome::unverifiable) << at;
+        EXPECT_EQ(why, idem::Unusable::altered) << at;
+    }
+    // not ours: too short for the magic, or no id of a configured key
+    EXPECT_EQ(decide("IDE", &key_, 1, why, opened), idem::Outcome::unavailable);
+    std::string foreign(sealed.size(), 'x');
+    EXPECT_EQ(decide(foreign, &key_, 1, why, opened), idem::Outcome::unavailable);
+    EXPECT_EQ(why, idem::Unusable::not_a_record);
+}
+
 TEST_F(AtRest, PlainClaimsAndPlainStoresWithoutKeysAreDecidedAsUsual)
 {
     idem::Unusable why;
