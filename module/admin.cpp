@@ -190,6 +190,10 @@ bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::
     facts.ttl_conf_ms = ctx->conf->ttl;
     facts.wait_ms = ctx->conf->wait;
     facts.sealing = ctx->conf->seal_keys != nullptr;
+    if (facts.sealing) {
+        facts.seal_keys = static_cast<const SecretKey*>(ctx->conf->seal_keys->elts);
+        facts.seal_key_count = ctx->conf->seal_keys->nelts;
+    }
     facts.limits = {ctx->conf->max_response_size, piece_body_size(ctx->conf->piece_size)};
     facts.opened = opened(r, ctx->conf, value, facts.not_opened);
     facts.fingerprint_key = {reinterpret_cast<const char*>(fingerprint_key), sizeof fingerprint_key};

@@ -146,6 +146,10 @@ Judgement judge(std::optional<std::string_view> value, const InspectFacts& facts
     if (!value) {
         return v;
     }
+    if (v.state == KeyState::foreign && seal_remnant(*value, facts.seal_keys, facts.seal_key_count)) {
+        v.state = KeyState::unusable;  // a sealed record cut short or with its magic altered: 410 (decide.cpp)
+        return v;
+    }
     v.sealed = is_sealed(*value);
     if (v.sealed) {
         return v;  // never opened here: only its size is told

@@ -44,6 +44,8 @@ struct InspectFacts {
     std::uint64_t ttl_conf_ms = 0;   // idempotency_ttl where the inspection is made
     std::uint64_t wait_ms = 0;       // idempotency_wait there
     bool sealing = false;            // idempotency_encrypt_key there
+    const SecretKey* seal_keys = nullptr;  // ... its keys: only their ids are looked at
+    std::size_t seal_key_count = 0;
     ReplayLimits limits{SIZE_MAX, SIZE_MAX};  // what a replay there may hold (decide.hpp)
     // A compressed value (compression.hpp), opened by the caller with the
     // inspecting location's settings: the plain record it opened into;

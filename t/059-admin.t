@@ -565,3 +565,27 @@ GET /_health
 --- error_log eval
 [qr/\[error\] .*the store did not answer the operator's purge of "idem:[0-9a-f]{64}" within 500 ms/,
  qr/\[error\] .*the store did not answer the operator's inspection of "idem:[0-9a-f]{64}" within 500 ms/]
+
+
+=== TEST 16: a sealed record cut short, or with its magic altered, is unusable (410), never foreign (503)
+--- redis_only
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+idempotency_encrypt_key ../html/seal.key;
+--- config eval
+main::locations()
+--- init
+for my $case (['cut short', 'admin-16a', sub { substr($_[0], 0, 20) }],
+              ['its magic altered', 'admin-16b', sub { my $v = $_[0]; substr($v, 0, 1) = 'X'; $v }]) {
+    my ($what, $key, $damage) = @$case;
+    Test::More::is(main::post('/a/16', $key)->{status}, 201, "the original, sealed ($what)");
+    my $rkey = IdempotencyTest::redis_key($key);
+    IdempotencyTest::redis_command('SET', $rkey, $damage->(IdempotencyTest::redis_command('GET', $rkey)));
+    my $j = main::admin('GET', '', $key)->{json};
+    Test::More::is($j->{state}, 'unusable', "$what: state unusable");
+    Test::More::like($j->{next_request}, qr/\A410 response-unverifiable/, "$what: a retry would get 410");
+    Test::More::is(main::post('/a/16', $key)->{status}, 410, "$what: a retry gets 410");
+}
+--- request
+GET /_count/a/16
+--- response_body: 2
