@@ -141,9 +141,6 @@ void guard_client_timeout(RequestCtx* ctx) noexcept
     }
 }
 
-// The location that serves the claimed request now — the one that claimed
-// it, or where an internal redirect took it — has its content handler
-// protected from client aborts.
 void protect_content_handler(RequestCtx* ctx) noexcept
 {
     ngx_http_request_t* r = ctx->request;

@@ -206,7 +206,6 @@ bool RecordInflater::inflate_frame(std::string_view frame, char* out, std::size_
             return false;
         }
     }
-    // exactly one frame, declaring exactly the size expected
     const unsigned long long declared = ZSTD_getFrameContentSize(frame.data(), frame.size());
     if (declared != size || ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size()) {
         return false;

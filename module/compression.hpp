@@ -33,7 +33,6 @@ constexpr std::uint8_t compressed_form_zstd = 1;
 // the record's prefix, then status form plain_version plain_size
 constexpr std::size_t compressed_prefix_size = record_prefix_size + 2 + 1 + 1 + 4;
 
-// What a compressed record says of itself without being opened.
 struct CompressedHead {
     Digest fingerprint;
     std::uint16_t status = 0;
@@ -111,13 +110,11 @@ public:
     RecordCompressor(const RecordCompressor&) = delete;
     RecordCompressor& operator=(const RecordCompressor&) = delete;
 
-    // Room for compressing a plain record of `plain_size` bytes.
     static std::size_t bound(std::size_t plain_size) noexcept;
     // Writes the compressed form of `plain` (a response record of version
     // 1 or 2) to `out` (room for bound(plain.size())); its size, or 0 when
     // it is not worth keeping (the rule above), `plain` is not a response
     // record, or zstd fails (out of memory): the plain record is kept then.
-    // With `dictionary`, the frame is made with it.
     std::size_t compress(std::string_view plain, char* out, const ZstdDictionary* dictionary = nullptr) noexcept;
 
     // One zstd frame (with its checksum) of `in`, written to `out` (room

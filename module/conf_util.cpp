@@ -156,8 +156,6 @@ Dictionaries location_dictionaries(const LocConf& conf) noexcept
     return a != nullptr ? Dictionaries{static_cast<ZstdDictionary* const*>(a->elts), a->nelts} : Dictionaries{};
 }
 
-// The first file's key seals new records; the others only open old ones
-// (rotation).
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t*, void* conf)
 {
     auto* lcf = static_cast<LocConf*>(conf);

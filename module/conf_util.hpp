@@ -52,7 +52,6 @@ Dictionaries location_dictionaries(const LocConf& conf) noexcept;
 // idempotency_encrypt_key FILE ...: the first file's key seals, all open.
 char* set_encrypt_key(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
-// idempotency_release_statuses CODE ... | off.
 char* set_release_statuses(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 
 }  // namespace idem

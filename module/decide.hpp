@@ -36,18 +36,10 @@ Outcome decide_stored(std::string_view value, const Digest& fingerprint, Record&
 Outcome decide_at_rest(std::string_view key, std::string_view& value, const SecretKey* keys, std::size_t key_count,
                        const Digest& fingerprint, char* out, Record& record, Unusable& why) noexcept;
 
-// A compressed record (decide_stored's Unusable::compressed), opened into
-// `out` (room for compressed_head(value)->plain_size, at most
-// `max_plain`), then decided: `value` views the plain record. One that does
-// not open, or would open into more than `max_plain` bytes, is
-// unverifiable: never replayed as something else, never executed again.
-// One compressed with a dictionary (idempotency_compress_dictionary) that
-// is not among `dictionaries` is unverifiable too (Unusable::unknown_dictionary).
-// The room a replay takes is the location's to set, never the record's:
-// a response whose body is larger than the location's
-// idempotency_max_response_size, or kept in pieces larger than its
-// idempotency_piece_size holds (piece_body_size), is unverifiable here —
-// whatever kind of record holds it.
+// The room a replay takes is the location's to set, never the record's: a
+// body over its idempotency_max_response_size, or pieces over its
+// idempotency_piece_size (piece_body_size), is unverifiable here, whatever
+// kind of record holds it.
 struct ReplayLimits {
     std::size_t max_body;
     std::size_t max_piece;
@@ -61,6 +53,12 @@ Outcome decide_limits(Outcome decided, const Record& record, const ReplayLimits&
 
 class RecordInflater;
 struct Dictionaries;
+// A compressed record (decide_stored's Unusable::compressed), opened into
+// `out` (room for compressed_head(value)->plain_size, at most `max_plain`),
+// then decided: `value` views the plain record. One that does not open,
+// would open into more than `max_plain`, or was compressed with a dictionary
+// not among `dictionaries` (Unusable::unknown_dictionary) is unverifiable:
+// never replayed as something else, never executed again.
 Outcome decide_inflated(std::string_view& value, RecordInflater& inflater, const Dictionaries& dictionaries,
                         std::size_t max_plain, char* out, const Digest& fingerprint, Record& record,
                         Unusable& why) noexcept;

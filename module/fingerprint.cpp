@@ -92,7 +92,6 @@ Fingerprinter::Fingerprinter(std::string_view method, std::string_view uri) noex
 
 namespace {
 
-// The two hex digits of every byte value, in one table.
 constexpr std::array<char, 512> hex_pairs = [] {
     std::array<char, 512> pairs{};
     const char digits[] = "0123456789abcdef";

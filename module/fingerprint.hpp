@@ -37,7 +37,6 @@ private:
     bool ok_;
 };
 
-// One-shot SHA-256.
 Digest sha256(std::string_view data) noexcept;
 
 // The request fingerprint: method and URI framed unambiguously, then the

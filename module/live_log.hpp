@@ -28,7 +28,6 @@
 
 namespace idem {
 
-// How the response ended.
 enum class LiveEnd : std::uint8_t {
     complete = 1,  // all of it was sent
     aborted = 2,   // the upstream died mid-response, or the original's capture failed
@@ -43,7 +42,6 @@ constexpr std::size_t live_end_size = live_frame_overhead + 1;
 // live log's.
 constexpr std::size_t live_max_frame_length = std::size_t{1} << 31;
 
-// Writes the start (room for live_start_size); returns live_start_size.
 std::size_t encode_live_start(char* out) noexcept;
 
 // Size of the head frame (overhead included) for this response; 0 when it
@@ -63,10 +61,8 @@ std::size_t encode_live_head(char* out, const Digest& fingerprint, std::uint16_t
 // nothing.
 char* encode_live_body_header(char* out, std::size_t length) noexcept;
 
-// Writes the end frame (room for live_end_size); returns live_end_size.
 std::size_t encode_live_end(char* out, LiveEnd how) noexcept;
 
-// Reading, one item at a time, from a log that may still grow.
 enum class LiveStep : std::uint8_t {
     item,  // an item read
     more,  // the log ends mid-frame (or is empty, or short): read again once it grew
@@ -80,7 +76,6 @@ struct LiveItem {
     LiveEnd how = LiveEnd::complete;  // end
 };
 
-// What read_live has read of a log so far: the order it checks.
 struct LiveReadState {
     bool head_seen = false;
     bool ended = false;

@@ -30,7 +30,6 @@ constexpr std::size_t piece_name_size = 3 + 1 + 1 + pieces_id_size + 4;
 // ... and the form: what comes before the payload
 constexpr std::size_t piece_head_size = piece_name_size + 1;
 
-// The bounds of idempotency_piece_size.
 constexpr std::size_t min_piece_size = 64 * 1024;
 constexpr std::size_t max_piece_size = max_piece_bytes;
 // A piece's value, its head, envelope and the store's own header
@@ -70,7 +69,6 @@ constexpr std::size_t max_piece_key_size = 256 + 64 + 2 + 2 + 2 * pieces_id_size
 // Writes piece `index`'s key (room for base.size() + piece_index_digits).
 std::size_t write_piece_key(std::string_view base, std::uint32_t index, char* out) noexcept;
 
-// Writes a piece's head (room for piece_head_size); the payload follows it.
 char* encode_piece_head(char* out, std::string_view id, std::uint32_t index, std::uint8_t form) noexcept;
 
 struct Piece {

@@ -66,7 +66,6 @@ char* put_prefix(char* out, RecordKind kind, const Digest& fingerprint,
     return put_bytes(out, fingerprint.data(), fingerprint.size());
 }
 
-// One header entry: name_len(2) name value_len(4) value.
 bool read_header(Cursor& cursor, Header& out) noexcept
 {
     std::uint16_t name_len = 0;
@@ -141,8 +140,7 @@ bool decode_response(Cursor& cursor, Record& record, bool extras) noexcept
            && (record.flags != 0 || record.trailer_count != 0);
 }
 
-// A response kept in pieces (version 4), after its fingerprint: its list
-// of pieces, then its response part without a body.
+// Version 4, the cursor after the fingerprint (layout in record.hpp).
 bool decode_pieces(Cursor& cursor, Record& record) noexcept
 {
     PieceList& p = record.pieces;

@@ -27,13 +27,9 @@
 // where inner_version (1 or 2) says whether the bracketed parts are there,
 // as in a record of that version.
 // Anything else — wrong magic or version, unknown flags, truncated,
-// trailing bytes — is refused by decode_record; a version above this
-// release's is told apart (RecordFlaw::newer_version): a later release's
-// record, answered 410, never 503 nor a second execution. So is a response that must
-// not be sent again as it stands (a Redis anyone can write to must not
-// split responses or smuggle headers through a replay): a status outside
-// 200-599 (a 1xx is no final answer), a header or trailer name that is not an HTTP token, a value
-// holding CR, LF or NUL (replayable.hpp: the rule the capture applies too).
+// trailing bytes — is refused by decode_record, and so is a response that
+// must not be sent again as it stands (replayable.hpp); a later release's
+// version is told apart (RecordFlaw below).
 #pragma once
 
 #include <cstddef>
@@ -54,7 +50,6 @@ constexpr std::uint8_t record_version_marker_why = 5;  // an unreplayable marker
 constexpr std::size_t pieces_id_size = 16;             // what names one response's pieces
 constexpr std::uint32_t max_piece_count = 4096;        // the most pieces one response is kept in
 constexpr std::uint32_t max_piece_bytes = 64 * 1024 * 1024;  // the most a piece holds (idempotency_piece_size)
-// The magic, the version, the kind and the fingerprint: what every record begins with.
 constexpr std::size_t record_prefix_size = 3 + 1 + 1 + 32;
 
 // What a stored response may hold beyond its body (whose limit is
@@ -93,7 +88,6 @@ enum ResponseFlag : std::uint8_t {
 };
 constexpr std::uint8_t known_response_flags = allow_ranges | single_range | expect_trailers;
 
-// What a response record holds beyond status, headers and body.
 struct ResponseExtras {
     std::uint8_t flags = 0;
     const Header* trailers = nullptr;
@@ -134,16 +128,13 @@ struct Record {
     PieceList pieces;             // response of version 4: `body` is empty, the body is there
 };
 
-// Why a record was refused all the same: a response that is well formed
-// but must not be sent again, or a record of a later release's layout (its
-// magic, then a version above this release's): a later release keeps its
-// claims in a version every release reads, so such a record is a stored
-// answer this release cannot read, never one to execute again for.
-// A compressed record (version 3, compression.hpp) is not decoded as it
-// stands: it is opened first (RecordFlaw::compressed).
-// A value that begins with the magic but does not decode is a record of
-// ours damaged or cut short (RecordFlaw::damaged): answered 410 as a
-// record that does not open, never 503 as someone else's value.
+// Why a record was refused all the same: a response well formed but not to
+// be sent again, or a later release's record (its magic, a version above
+// ours). Later releases keep claims in a version every release reads, so
+// such a record is a stored answer this release cannot read (410), never one to
+// execute again for. A compressed record (version 3) is opened first
+// (compressed). A value with the magic that does not decode is ours,
+// damaged or cut short (damaged): 410, never 503 as someone else's value.
 enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value, newer_version, compressed, damaged };
 
 // `flaw`, when given, tells a refused record from bytes that are not a
@@ -154,8 +145,6 @@ std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw = n
 // `to`: every view moved along.
 Record rebased(const Record& record, std::string_view from, const char* to) noexcept;
 
-// Walks the headers (or trailers) of a decoded response record in stored
-// order.
 class HeaderReader {
 public:
     explicit HeaderReader(const Record& record) noexcept
@@ -173,7 +162,6 @@ private:
     std::uint16_t left_;
 };
 
-// Whether a response's headers (or trailers) fit the limits above.
 enum class HeaderLimit { ok, too_many, too_large };
 HeaderLimit check_header_limits(const Header* headers, std::size_t count) noexcept;
 
@@ -188,7 +176,6 @@ std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
 // trailers, a name over 65535 bytes, a value or body over 4 GiB - 1).
 std::size_t response_size(const Header* headers, std::size_t count,
                           std::size_t body_size, const ResponseExtras& extras = {}) noexcept;
-// Size of what comes before the body, and of what comes after it.
 std::size_t response_head_size(const Header* headers, std::size_t count,
                                const ResponseExtras& extras = {}) noexcept;
 std::size_t response_tail_size(const ResponseExtras& extras) noexcept;

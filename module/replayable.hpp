@@ -26,7 +26,6 @@ constexpr bool replayable_status(unsigned status) noexcept
 // RecordFlaw::header_name or header_value for a header (or trailer) that
 // cannot be sent again; RecordFlaw::none when it can.
 RecordFlaw header_flaw(const Header& header) noexcept;
-// The first flaw of `count` headers (or trailers).
 RecordFlaw headers_flaw(const Header* headers, std::size_t count) noexcept;
 // The first flaw of a response: its status, then its headers, then its
 // trailers.

@@ -41,7 +41,6 @@ void for_each_header(ngx_list_t& list, F&& f)
 // nullptr when out of memory.
 ngx_table_elt_t* push_header(ngx_list_t& list, std::string_view name, std::string_view value) noexcept;
 
-// A response header (push_header to r->headers_out.headers).
 inline ngx_table_elt_t* add_header(ngx_http_request_t* r, std::string_view name, std::string_view value) noexcept
 {
     return push_header(r->headers_out.headers, name, value);

@@ -12,7 +12,6 @@
 
 namespace idem {
 
-// Waits of `first`, doubling after each failure up to `longest`.
 struct Backoff {
     std::uint64_t first;
     std::uint64_t longest;

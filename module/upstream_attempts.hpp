@@ -15,7 +15,6 @@ namespace idem {
 UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering,
                              const ReleaseStatuses& declining = {}) noexcept;
 
-// The upstream's own answer is going out.
 bool upstream_answers(ngx_http_request_t* r) noexcept;
 
 }  // namespace idem

@@ -41,7 +41,6 @@
 
 namespace idem {
 
-// The longest ttl the header may ask for, in seconds: 365 days.
 constexpr std::uint64_t max_ttl_s = 365 * 24 * 60 * 60;
 
 enum class ControlProblem : std::uint8_t {
@@ -54,7 +53,6 @@ enum class ControlProblem : std::uint8_t {
     contradiction,      // store with no-store: the header is ignored
 };
 
-// What the upstream asked, once every value of the header is read.
 struct UpstreamControl {
     StorageAsk storage = StorageAsk::config;
     std::uint64_t ttl_s = 0;       // 0: idempotency_ttl decides

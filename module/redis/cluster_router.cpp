@@ -195,7 +195,6 @@ private:
         finish_owned(c, reply);
     }
 
-    // Sends `c` where the redirection says; false when it cannot.
     bool follow(const Redirect& redirect, OwnedCommand* c) noexcept
     {
         if (c->redirects++ >= max_redirects) {

@@ -121,8 +121,6 @@ void Connection::connected() noexcept
     state_ = State::up;
     failed_in_turn_ = 0;
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: connected to %V", &name_, &address().name);
-    // AUTH, SELECT and INFO go first, ahead of what waited for the
-    // connection, whichever address it reached.
     if (!handshake()) {
         fail("cannot queue the handshake", 0);
         return;

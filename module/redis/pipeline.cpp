@@ -57,7 +57,6 @@ void LateWords::add(int n, const char* const* words, const std::size_t* word_len
     commands++;
 }
 
-// Makes room for `size` more bytes at out_ + out_len_.
 bool Pipeline::reserve(size_t size) noexcept
 {
     if (out_pos_ > 0 && out_pos_ == out_len_) {

@@ -191,7 +191,6 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         }
     }
     ngx_uint_t last = first;
-    // the addresses, up to the first parameter (NAME=VALUE, or `ssl`)
     while (last < cf->args->nelts && ngx_strlchr(args[last].data, args[last].data + args[last].len, '=') == nullptr
            && view(args[last]) != "ssl") {
         last++;

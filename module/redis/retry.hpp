@@ -88,7 +88,6 @@ class HoldBudget {
 public:
     explicit HoldBudget(std::size_t limit = 0) noexcept : limit_(limit) {}
 
-    // Holds `bytes` if they fit beside what is held: true, and counted.
     bool take(std::size_t bytes) noexcept
     {
         if (held_ > limit_ || bytes > limit_ - held_) {
@@ -97,7 +96,6 @@ public:
         held_ += bytes;
         return true;
     }
-    // Bytes taken earlier are no longer held.
     void give_back(std::size_t bytes) noexcept { held_ -= bytes < held_ ? bytes : held_; }
     void set_limit(std::size_t limit) noexcept { limit_ = limit; }
 

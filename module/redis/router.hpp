@@ -82,7 +82,6 @@ OwnedCommand* own_command(std::string_view key, int argc, const char** argv, con
                           ngx_log_t* log) noexcept;
 inline std::string_view key_of(const OwnedCommand& c) noexcept { return c.args[0]; }
 
-// Sends `c` on `conn` with `on_reply` as its handler (c is its data).
 inline bool send_owned(Connection& conn, OwnedCommand* c, ReplyHandler on_reply) noexcept
 {
     return conn.command(c->args.count - 1, c->args.arg + 1, c->args.len + 1, on_reply, c, c->queue_while_down,

@@ -147,7 +147,7 @@ private:
             self->request_lookup();
         } else if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && !self->closing_
                    && std::strncmp(reply->str, "READONLY", 8) == 0 && c->redirects++ < max_redirects) {
-            // Not run: the server is a replica now. Ask who the master is.
+            // Not run: the server is a replica now.
             self->stale_ = true;
             if (self->wait(c)) {
                 self->request_lookup();
