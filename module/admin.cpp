@@ -36,7 +36,7 @@ namespace {
 struct AdminCtx {
     ngx_http_request_t* request;
     const LocConf* conf;
-    Store* store;
+    OperatorStore* store;
     StoreCall call;       // the peek or the purge in flight
     ngx_str_t key;        // the store key
     ngx_str_t store_name;
