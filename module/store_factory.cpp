@@ -5,7 +5,7 @@
 #include "conf_util.hpp"
 #include "pieces.hpp"
 
-#include "redis/redis_store.hpp"
+#include "redis/worker_stores.hpp"
 #include "zone/zone_store.hpp"
 
 namespace idem {

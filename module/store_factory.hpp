@@ -1,5 +1,6 @@
 // store_factory.hpp — which store a location's claims go to: the one file
-// that knows both backends (redis/redis_store.*, zone/zone_store.*), above
+// that knows both backends (a worker's Redis stores: redis/worker_stores.*;
+// zone/zone_store.*), above
 // them and below the request (claim.cpp). See docs/design.md#layers.
 #pragma once
 
