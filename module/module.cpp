@@ -22,7 +22,6 @@
 #include "redis/worker_stores.hpp"
 #include "test_hooks.hpp"
 #include "zone/zone_conf.hpp"
-#include "zone/zone_store.hpp"
 
 namespace idem {
 namespace {

@@ -6,7 +6,7 @@
 #include "pieces.hpp"
 
 #include "redis/worker_stores.hpp"
-#include "zone/zone_store.hpp"
+#include "zone/zone_conf.hpp"
 
 namespace idem {
 
