@@ -3,7 +3,7 @@
 # down or sideways, never up, by the layer table of docs/design.md#layers:
 #   0 core     pure C++, no nginx (unit-tested)
 #   1 base     nginx helpers shared by everything above
-#   2 store    the store interface
+#   2 store    the store interface (one part per concern)
 #   3 backend  redis/ and zone/ (neither includes the other)
 #   4 factory  which backend a location uses
 #   5 request  the request's handlers, filters and the module itself
