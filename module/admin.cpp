@@ -1,13 +1,13 @@
 // admin.cpp — the operator's endpoint, `idempotency_admin`
 // (docs/design.md#inspect-and-purge): a content handler that names a store
-// key from the request (the key in the location's idempotency_header, an
-// optional scope and virtual server; or the key's hash), peeks at it in the
-// location's store and answers the inspection (inspect.hpp) as JSON; a
-// DELETE then purges what it read, only if the key still holds it, and
-// refuses a claim in flight unless forced. Whoever may reach the location
-// may do this: its access rules (allow/deny, auth_basic, auth_request) are
-// the endpoint's. Must not touch: requests the module protects, or
-// anything under a key but through the store interface.
+// key from the request (admin_key.hpp: the key in the location's
+// idempotency_header, an optional scope and virtual server; or the key's
+// hash), peeks at it in the location's store and answers the inspection
+// (inspect.hpp) as JSON; a DELETE then purges what it read, only if the key
+// still holds it, and refuses a claim in flight unless forced. Whoever may
+// reach the location may do this: its access rules (allow/deny, auth_basic,
+// auth_request) are the endpoint's. Must not touch: requests the module
+// protects, or anything under a key but through the store interface.
 
 #include "admin.hpp"
 
@@ -21,8 +21,8 @@
 #include "conf_util.hpp"
 #include "inspect.hpp"
 #include "pieces.hpp"
+#include "admin_key.hpp"
 #include "key.hpp"
-#include "key_space.hpp"
 #include "problem.hpp"
 #include "seal.hpp"
 #include "send.hpp"
@@ -36,7 +36,7 @@ namespace {
 struct AdminCtx {
     ngx_http_request_t* request;
     const LocConf* conf;
-    Store* store;
+    OperatorStore* store;
     StoreCall call;       // the peek or the purge in flight
     ngx_str_t key;        // the store key
     ngx_str_t store_name;
@@ -253,101 +253,6 @@ void on_peeked(void* data, LiveStatus status, std::string_view value, std::int64
 }
 
 // ---------------------------------------------------------------- the request
-
-// A query argument, unescaped; false when it is absent.
-bool query_arg(ngx_http_request_t* r, const char* name, ngx_str_t& out)
-{
-    ngx_str_t raw;
-    if (ngx_http_arg(r, reinterpret_cast<u_char*>(const_cast<char*>(name)), ngx_strlen(name), &raw) != NGX_OK) {
-        return false;
-    }
-    out.data = static_cast<u_char*>(ngx_pnalloc(r->pool, raw.len + 1));
-    if (out.data == nullptr) {
-        out.len = 0;
-        return true;  // read as empty: the caller's checks answer
-    }
-    u_char* dst = out.data;
-    u_char* src = raw.data;
-    ngx_unescape_uri(&dst, &src, raw.len, 0);
-    out.len = static_cast<size_t>(dst - out.data);
-    return true;
-}
-
-bool is_yes(const ngx_str_t& s)
-{
-    return (s.len == 1 && s.data[0] == '1') || (s.len == 4 && ngx_strncasecmp(s.data, (u_char*)"true", 4) == 0)
-           || (s.len == 3 && ngx_strncasecmp(s.data, (u_char*)"yes", 3) == 0);
-}
-
-// The store key from ?hash= (64 hex digits).
-bool key_from_hash(ngx_http_request_t* r, const LocConf* conf, const ngx_str_t& hash, ngx_str_t& key)
-{
-    if (hash.len != key_hash_hex_length) {
-        return false;
-    }
-    key.data = static_cast<u_char*>(ngx_pnalloc(r->pool, conf->key_prefix.len + key_hash_hex_length));
-    if (key.data == nullptr) {
-        return false;
-    }
-    u_char* p = ngx_cpymem(key.data, conf->key_prefix.data, conf->key_prefix.len);
-    for (size_t i = 0; i < hash.len; i++) {
-        u_char c = ngx_tolower(hash.data[i]);
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            return false;
-        }
-        *p++ = c;
-    }
-    key.len = static_cast<size_t>(p - key.data);
-    return true;
-}
-
-// What names the virtual server nginx would choose for a request to
-// `name` on this request's address — exact, wildcard and regular
-// expression server names alike, case-insensitive, a trailing dot
-// ignored, as nginx matches a Host — in the store keys: its first
-// server_name. A name no server block of this address has is taken for
-// the first server_name of one listening elsewhere, lower-cased as nginx
-// keeps it.
-ngx_str_t server_identity(ngx_http_request_t* r, const ngx_str_t& name)
-{
-    ngx_str_t host{name.len, static_cast<u_char*>(ngx_pnalloc(r->pool, name.len ? name.len : 1))};
-    if (host.data == nullptr) {
-        return name;
-    }
-    ngx_strlow(host.data, name.data, name.len);
-    if (host.len > 1 && host.data[host.len - 1] == '.') {
-        host.len--;
-    }
-    ngx_http_virtual_names_t* names = r->http_connection != nullptr && r->http_connection->addr_conf != nullptr
-                                          ? r->http_connection->addr_conf->virtual_names
-                                          : nullptr;
-    if (names == nullptr) {
-        return host;
-    }
-    auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(
-        ngx_hash_find_combined(&names->names, ngx_hash_key(host.data, host.len), host.data, host.len));
-#if (NGX_PCRE)
-    for (ngx_uint_t i = 0; cscf == nullptr && host.len != 0 && i < names->nregex; i++) {
-        if (ngx_regex_exec(names->regex[i].regex->regex, &host, nullptr, 0) >= 0) {
-            cscf = names->regex[i].server;
-        }
-    }
-#endif
-    return cscf != nullptr ? cscf->server_name : host;
-}
-
-// The store key as a request with this key would name it: the virtual
-// server (this one, or ?server=NAME), the scope (?scope=), the key.
-bool key_from_header(ngx_http_request_t* r, const LocConf* conf, std::string_view client_key, ngx_str_t& key)
-{
-    ngx_str_t scope = ngx_null_string, server;
-    query_arg(r, "scope", scope);
-    ngx_str_t space = conf->key_space;
-    if (query_arg(r, "server", server) && !key_space_of(r->pool, server_identity(r, server), space)) {
-        return false;
-    }
-    return store_key(r->pool, conf->key_prefix, space, scope, client_key, key);
-}
 
 ngx_str_t store_name(ngx_http_request_t* r, const LocConf* conf)
 {

@@ -35,6 +35,13 @@ constexpr size_t token_length = token_unique_length;
 
 LogLimiter unreachable_log, timeout_log;
 
+// All claim.cpp asks of the location's store; the request's live log and
+// pieces go to the same store through their own parts of it.
+ClaimStore* claims(const RequestCtx* ctx) noexcept
+{
+    return ctx->claim.store;
+}
+
 // The claim's answer arrived (or timed out): the phases run again (respond()).
 void resume(ngx_http_request_t* r)
 {
@@ -123,7 +130,7 @@ void on_claim_timeout(ngx_event_t* ev)
                       ctx->conf->redis_timeout, timeout_log.take());
     }
     if (ctx->claim.pending != nullptr) {
-        ctx->claim.store->abandon(ctx->claim.pending);
+        claims(ctx)->abandon(ctx->claim.pending);
         ctx->claim.pending = nullptr;
     }
     set_outcome(ctx, Outcome::unavailable);
@@ -143,7 +150,7 @@ void on_renew(ngx_event_t* ev)
         return;
     }
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0, "idempotency: renewing the claim of \"%V\"", &ctx->claim.key);
-    ctx->claim.store->renew(view(ctx->claim.key), view(ctx->claim.record), ctx->conf->lock_ttl, ctx->claim.lease);
+    claims(ctx)->renew(view(ctx->claim.key), view(ctx->claim.record), ctx->conf->lock_ttl, ctx->claim.lease);
     if (ctx->capture.feed != nullptr) {
         feed_renew(ctx->capture.feed);  // the live log lives as long as the claim
     }
@@ -287,8 +294,7 @@ void claim_key(RequestCtx* ctx) noexcept
         ctx->claim.lease_end = lease_end(ngx_current_msec, conf->lock_ttl, conf->redis_timeout);
         // an original settled after this, in any worker, is looked for at once if the claim must wait
         ctx->claim.settles_seen = live_board_settles(live_board_slot(view(ctx->claim.key)));
-        ctx->claim.pending =
-            ctx->claim.store->claim(view(ctx->claim.key), view(ctx->claim.record), conf->lock_ttl, waiter);
+        ctx->claim.pending = claims(ctx)->claim(view(ctx->claim.key), view(ctx->claim.record), conf->lock_ttl, waiter);
     }
     if (ctx->claim.pending == nullptr) {
         if (unreachable_log.admit()) {
@@ -323,7 +329,7 @@ void claim_stop_waiting(RequestCtx* ctx) noexcept
     }
     stop_waiting(ctx);
     if (ctx->claim.pending != nullptr) {
-        ctx->claim.store->abandon(ctx->claim.pending);
+        claims(ctx)->abandon(ctx->claim.pending);
         ctx->claim.pending = nullptr;
     }
 }

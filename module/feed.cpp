@@ -20,7 +20,7 @@ namespace idem {
 
 struct Feed {
     ngx_str_node_t node;    // str: the live key, copied after the feed
-    Store* store;
+    LiveStore* store;
     LocConf* conf;          // the publisher's, or the first follower's
     Digest fingerprint;
     ngx_queue_t watchers;   // by Join::link: waiting for the head

@@ -18,11 +18,10 @@
 #include "key_space.hpp"
 #include "metrics.hpp"
 #include "redis/redis_conf.hpp"
-#include "redis/redis_store.hpp"
 #include "redis/tls_conf.hpp"
+#include "redis/worker_stores.hpp"
 #include "test_hooks.hpp"
 #include "zone/zone_conf.hpp"
-#include "zone/zone_store.hpp"
 
 namespace idem {
 namespace {

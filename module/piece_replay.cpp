@@ -23,7 +23,7 @@ struct PieceReplay {
     ngx_http_request_t* r;
     RequestCtx* ctx;
     const Record* record;
-    Store* store;
+    PieceStore* store;
     StoreCall call;      // the look or the piece read in flight
     std::uint32_t next;  // the piece to read next
     bool header_sent;

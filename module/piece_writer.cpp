@@ -1,5 +1,5 @@
 // piece_writer.cpp — see piece_writer.hpp. Each piece is written as a
-// live log is made (Store::live_append at 0: `SET key value PX ttl NX` on
+// live log is made (LiveStore::live_append at 0: `SET key value PX ttl NX` on
 // Redis), compressed when that pays (idempotency_compress), sealed bound
 // to its key (idempotency_encrypt_key). The writer keeps copies of what it
 // needs of the request (the store key, the keys' base), so that it can
@@ -45,7 +45,7 @@ enum class PieceAt : std::uint8_t {
 };
 
 struct PieceWriter {
-    Store* store;
+    LiveStore* store;
     const SecretKey* seal_key;  // nullptr: not sealed
     bool compress;
     bool failed;       // a piece did not land, or could not be written

@@ -49,7 +49,7 @@ PieceList pieces_list(const PieceWriter* w, std::uint64_t body_size) noexcept;
 bool pieces_failed(const PieceWriter* w) noexcept;
 
 // The record that lists the pieces is about to go to the store
-// (Store::complete): what became of it is told to the writer through this.
+// (ClaimStore::complete): what became of it is told to the writer through this.
 StoreNotice pieces_record_notice(PieceWriter* w) noexcept;
 
 // The capture is done and lets go of `w` (no more `answered` calls). With

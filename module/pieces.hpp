@@ -80,7 +80,7 @@ struct Piece {
 // nullopt for anything that is not a piece of a form this release reads.
 std::optional<Piece> decode_piece(std::string_view bytes) noexcept;
 
-// What a store's look at the pieces (Store::pieces_look) answers: for each
+// What a store's look at the pieces (PieceStore::pieces_look) answers: for each
 // piece in order, its size in the store (absent_piece, or 0 from Redis:
 // there is none) and its first piece_name_size bytes (zero-filled past
 // its end).

@@ -89,7 +89,7 @@ void store_settled(std::string_view key) noexcept
     live_board_settled(live_board_slot(key));
 }
 
-PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+PendingOp* new_pending(ClaimStore* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
                        const ClaimWaiter& waiter, ngx_log_t* log) noexcept
 {
     const std::string_view args[] = {key, claim};
@@ -102,7 +102,7 @@ PendingOp* new_pending(Store* store, std::string_view key, std::string_view clai
     return op;
 }
 
-LiveOp* new_live_op(Store* store, std::string_view key, std::string_view bytes, LiveCallback callback, void* data,
+LiveOp* new_live_op(LiveStore* store, std::string_view key, std::string_view bytes, LiveCallback callback, void* data,
                     ngx_log_t* log) noexcept
 {
     const std::string_view args[] = {key, bytes};
@@ -115,8 +115,8 @@ LiveOp* new_live_op(Store* store, std::string_view key, std::string_view bytes, 
     return op;
 }
 
-PeekOp* new_peek_op(Store* store, std::string_view key, std::string_view expected, bool purge, PeekCallback callback,
-                    void* data, ngx_log_t* log) noexcept
+PeekOp* new_peek_op(OperatorStore* store, std::string_view key, std::string_view expected, bool purge,
+                    PeekCallback callback, void* data, ngx_log_t* log) noexcept
 {
     const std::string_view args[] = {key, expected};
     auto* op = new_with_args<PeekOp>(args, 2, log);

@@ -1,10 +1,14 @@
 // store.hpp — the store interface: where claims and responses live, and
 // what every store shares (the claim in flight, its waiter and how a found
-// record is judged, the lease's reference count). The claim (claim.cpp)
-// speaks only to this interface; redis/redis_store.* implements it over
-// Redis, zone/zone_store.* in nginx shared memory, and store_factory.*
-// picks one; this file knows neither. Every operation touches exactly one
-// key and never blocks.
+// record is judged, the lease's reference count). The interface comes in
+// one part per concern, so that each caller holds only what it uses: the
+// claims and records (ClaimStore: claim.cpp, wait.cpp), the live log
+// (LiveStore: feed.cpp, piece_writer.cpp), a response's pieces (PieceStore:
+// piece_replay.cpp) and the operator's plane (OperatorStore: admin.cpp);
+// Store is all of them, what a backend implements — redis/redis_store.*
+// over Redis, zone/zone_store.* in nginx shared memory — and what
+// store_factory.* hands the request; this file knows neither backend.
+// Every operation touches exactly one key and never blocks.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +26,9 @@
 
 namespace idem {
 
-class Store;
+class ClaimStore;
+class LiveStore;
+class OperatorStore;
 
 struct ClaimResult {
     Outcome outcome;
@@ -52,16 +58,16 @@ enum class LiveStatus : std::uint8_t { done, gone, failed, lost };
 using LiveCallback = void (*)(void* data, LiveStatus status, std::string_view bytes);
 
 // A live log's operation in flight; the callback is not run once it is
-// abandoned (Store::live_abandon).
+// abandoned (LiveStore::live_abandon).
 struct LiveOp {
-    Store* store;
+    LiveStore* store;
     LiveCallback callback;  // nullptr once abandoned
     void* data;
     std::uint64_t at;       // where the read starts, or where the append goes (a store may keep its own use)
     std::uint64_t ttl_ms;   // an append's: the log lives this long after it
     bool append;
     bool may_be_gone;       // a read that must tell a log that is gone from one that did not grow
-    bool look;              // a look at pieces (Store::pieces_look): `at` is their count
+    bool look;              // a look at pieces (PieceStore::pieces_look): `at` is their count
     LiveStatus status;      // a store that acts at once and answers later (the zone's appends)
     ngx_event_t event;      // a store that answers on the next event-loop turn (the zone)
     OwnedArgs<2> args;      // the log's key (and nothing else: an append's bytes are used at once)
@@ -77,7 +83,7 @@ using PeekCallback = void (*)(void* data, LiveStatus status, std::string_view va
 
 // A peek or purge in flight; the callback is not run once it is abandoned.
 struct PeekOp {
-    Store* store;
+    OperatorStore* store;
     PeekCallback callback;  // nullptr once abandoned
     void* data;
     bool purge;
@@ -114,7 +120,7 @@ struct ClaimWaiter {
 // copies of the key and the claim record, so that a claim granted after
 // its request stopped waiting can still be released.
 struct PendingOp {
-    Store* store;
+    ClaimStore* store;
     ClaimWaiter waiter;
     std::uint64_t lock_ttl_ms;
     ngx_event_t event;  // a store that answers on the next event-loop turn (the zone)
@@ -131,7 +137,7 @@ struct PendingOp {
 // (the live board's settles, wait.cpp), and find it.
 void store_settled(std::string_view key) noexcept;
 
-// What became of a record handed to Store::complete, for whoever asked
+// What became of a record handed to ClaimStore::complete, for whoever asked
 // (StoreNotice): `stored` once it landed; `not_stored` when it did not and
 // will not (the claim was lost: the fenced write found another value; the
 // store gave up on it, or kept the marker instead); `unknown` when the
@@ -153,12 +159,13 @@ struct StoreNotice {
 };
 
 // Freed with ngx_free; nullptr when out of memory.
-PendingOp* new_pending(Store* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+PendingOp* new_pending(ClaimStore* store, std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
                        const ClaimWaiter& waiter, ngx_log_t* log) noexcept;
 
-class Store {
+// Claims and records: a key claimed, and settled by its holder alone.
+class ClaimStore {
 public:
-    virtual ~Store() = default;
+    virtual ~ClaimStore() = default;
 
     // Claims `key` with the claim record `claim` for lock_ttl_ms, or reads
     // what is already there, in one round trip. Returns nullptr when the
@@ -199,6 +206,12 @@ public:
     // that is gone revokes `lease` (nullptr: none).
     virtual void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
                        Lease* lease) noexcept = 0;
+};
+
+// The live log of a response being joined.
+class LiveStore {
+public:
+    virtual ~LiveStore() = default;
 
     // Live logs (docs/design.md#live-join): the bytes an original publishes
     // under a key of its own while its response streams, for duplicates in
@@ -216,14 +229,12 @@ public:
     virtual void live_abandon(LiveOp* op) noexcept = 0;
     // The log lives ttl_ms from now (fire and forget; 0: it goes now).
     virtual void live_expire(std::string_view key, std::uint64_t ttl_ms) noexcept = 0;
+};
 
-    // The operator's plane (PeekCallback): nullptr when the store cannot be
-    // reached now; otherwise the callback runs once, unless abandoned.
-    virtual PeekOp* peek(std::string_view key, PeekCallback callback, void* data) noexcept = 0;
-    virtual PeekOp* purge(std::string_view key, std::string_view expected, PeekCallback callback,
-                          void* data) noexcept = 0;
-    virtual void peek_abandon(PeekOp* op) noexcept = 0;
-
+// A response's pieces: live logs of their own (so a PieceStore is a
+// LiveStore), and a look at them all in one step.
+class PieceStore : public LiveStore {
+public:
     // A response kept in pieces (pieces.hpp): a look at its `count` pieces,
     // whose keys begin with `base`, in one step on the store of their slot:
     // `done` with each one's size and name (pieces.hpp's look entries),
@@ -235,13 +246,30 @@ public:
                                 void* data) noexcept = 0;
 };
 
+// The operator's plane (PeekCallback).
+class OperatorStore {
+public:
+    virtual ~OperatorStore() = default;
+
+    // nullptr when the store cannot be reached now; otherwise the callback
+    // runs once, unless abandoned.
+    virtual PeekOp* peek(std::string_view key, PeekCallback callback, void* data) noexcept = 0;
+    virtual PeekOp* purge(std::string_view key, std::string_view expected, PeekCallback callback,
+                          void* data) noexcept = 0;
+    virtual void peek_abandon(PeekOp* op) noexcept = 0;
+};
+
+// What a backend implements, and what store_factory.hpp hands the request:
+// every concern above, each caller keeping the part it uses.
+class Store : public ClaimStore, public PieceStore, public OperatorStore {};
+
 // Freed with ngx_free; nullptr when out of memory.
-LiveOp* new_live_op(Store* store, std::string_view key, std::string_view bytes, LiveCallback callback, void* data,
+LiveOp* new_live_op(LiveStore* store, std::string_view key, std::string_view bytes, LiveCallback callback, void* data,
                     ngx_log_t* log) noexcept;
 
 // Freed with ngx_free; nullptr when out of memory.
-PeekOp* new_peek_op(Store* store, std::string_view key, std::string_view expected, bool purge, PeekCallback callback,
-                    void* data, ngx_log_t* log) noexcept;
+PeekOp* new_peek_op(OperatorStore* store, std::string_view key, std::string_view expected, bool purge,
+                    PeekCallback callback, void* data, ngx_log_t* log) noexcept;
 
 // A lease ending at `end` (lease.hpp), held once by its creator;
 // nullptr when out of memory (the request's stores then go fenced).

@@ -22,12 +22,11 @@ bool StoreCall::bind(ngx_pool_t* pool) noexcept
     return true;
 }
 
-bool StoreCall::arm(Store* store, void* op, bool peek, ngx_msec_t timeout_ms) noexcept
+bool StoreCall::arm(void* op, bool peek, ngx_msec_t timeout_ms) noexcept
 {
     if (op == nullptr) {
         return false;
     }
-    store_ = store;
     op_ = op;
     peek_ = peek;
     if (timeout_ms != 0) {
@@ -36,14 +35,20 @@ bool StoreCall::arm(Store* store, void* op, bool peek, ngx_msec_t timeout_ms) no
     return true;
 }
 
-bool StoreCall::await(Store* store, LiveOp* op, ngx_msec_t timeout_ms) noexcept
+bool StoreCall::await(LiveStore* store, LiveOp* op, ngx_msec_t timeout_ms) noexcept
 {
-    return arm(store, op, false, timeout_ms);
+    if (op != nullptr) {
+        live_store_ = store;
+    }
+    return arm(op, false, timeout_ms);
 }
 
-bool StoreCall::await(Store* store, PeekOp* op, ngx_msec_t timeout_ms) noexcept
+bool StoreCall::await(OperatorStore* store, PeekOp* op, ngx_msec_t timeout_ms) noexcept
 {
-    return arm(store, op, true, timeout_ms);
+    if (op != nullptr) {
+        operator_store_ = store;
+    }
+    return arm(op, true, timeout_ms);
 }
 
 void StoreCall::answered() noexcept
@@ -58,9 +63,9 @@ void StoreCall::abandon() noexcept
 {
     if (op_ != nullptr) {
         if (peek_) {
-            store_->peek_abandon(static_cast<PeekOp*>(op_));
+            operator_store_->peek_abandon(static_cast<PeekOp*>(op_));
         } else {
-            store_->live_abandon(static_cast<LiveOp*>(op_));
+            live_store_->live_abandon(static_cast<LiveOp*>(op_));
         }
     }
     answered();

@@ -26,8 +26,8 @@ public:
 
     // Awaits `op`, for `timeout_ms` (0: as long as the store takes). False
     // when there is nothing to await: the store could not be reached.
-    bool await(Store* store, LiveOp* op, ngx_msec_t timeout_ms) noexcept;
-    bool await(Store* store, PeekOp* op, ngx_msec_t timeout_ms) noexcept;
+    bool await(LiveStore* store, LiveOp* op, ngx_msec_t timeout_ms) noexcept;
+    bool await(OperatorStore* store, PeekOp* op, ngx_msec_t timeout_ms) noexcept;
     // Called first by the operation's callback: nothing is left to abandon.
     void answered() noexcept;
     // The store drops the answer; the deadline goes. Harmless when idle.
@@ -38,9 +38,11 @@ public:
 private:
     static void on_deadline(ngx_event_t* ev);
     static void on_pool_gone(void* data);
-    bool arm(Store* store, void* op, bool peek, ngx_msec_t timeout_ms) noexcept;
+    bool arm(void* op, bool peek, ngx_msec_t timeout_ms) noexcept;
 
-    Store* store_ = nullptr;
+    // the store that abandons op_: the live log's, or (peek_) the operator's
+    LiveStore* live_store_ = nullptr;
+    OperatorStore* operator_store_ = nullptr;
     void* op_ = nullptr;
     bool peek_ = false;
     Timeout on_timeout_ = nullptr;

@@ -5,8 +5,8 @@
 #include "conf_util.hpp"
 #include "pieces.hpp"
 
-#include "redis/redis_store.hpp"
-#include "zone/zone_store.hpp"
+#include "redis/worker_stores.hpp"
+#include "zone/zone_conf.hpp"
 
 namespace idem {
 

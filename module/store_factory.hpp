@@ -1,5 +1,6 @@
 // store_factory.hpp — which store a location's claims go to: the one file
-// that knows both backends (redis/redis_store.*, zone/zone_store.*), above
+// that knows both backends, through where each keeps its stores (a worker's
+// Redis stores: redis/worker_stores.*; a zone's: zone/zone_conf.*), above
 // them and below the request (claim.cpp). See docs/design.md#layers.
 #pragma once
 

@@ -22,7 +22,7 @@ struct WaitGroup {
     ngx_queue_t members;   // by Wait::link, in the order they came
     ngx_uint_t size;
     LocConf* conf;
-    Store* store;
+    ClaimStore* store;
     Digest fingerprint;
     std::string_view key;  // the Redis key, the tail of the identity
     char* claim;           // the claim record the look is made with

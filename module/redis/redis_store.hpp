@@ -1,21 +1,93 @@
-// redis/redis_store.hpp — the Store over Redis, and the worker's stores: the
-// one-round-trip claim (SET NX PX GET), whose found record the request may
-// keep (the reply's string), and completion, release and renewal handed to
-// script_calls.* — fenced by the claim record in Lua scripts, or a store
-// within the claim's lease, kept and tried again after a lost connection or
-// a transient error until they land. One store, and so one connection (or
-// one per cluster node), per worker per configured Redis deployment.
+// redis/redis_store.hpp — the Store over Redis: the one-round-trip claim
+// (SET NX PX GET), whose found record the request may keep (the reply's
+// string), and completion, release and renewal handed to script_calls.* —
+// fenced by the claim record in Lua scripts, or a store within the claim's
+// lease, kept and tried again after a lost connection or a transient error
+// until they land (redis_store.cpp); the live log and a response's pieces
+// (redis_live.cpp); the operator's plane (redis_operator.cpp). Its scripts
+// are scripts.*; which store a worker uses, worker_stores.*. One store,
+// and so one connection (or one per cluster node), per worker per
+// configured Redis deployment.
+// Must not touch: the request (answered through the operations' callbacks).
 #pragma once
+
+#include <hiredis/hiredis.h>
 
 #include "../conf.hpp"
 #include "../store.hpp"
+#include "router.hpp"
+#include "script_calls.hpp"
 
 namespace idem::redis {
 
-ngx_int_t start_worker_stores(ngx_cycle_t* cycle, const MainConf& conf) noexcept;
-void stop_worker_stores(ngx_cycle_t* cycle) noexcept;
+class RedisStore final : public Store {
+public:
+    RedisStore(const RedisServer& server, Router* router, ngx_log_t* log) noexcept
+        : server_(server), router_(router), log_(log), calls_(server, *router, log)
+    {
+    }
 
-// The store of this worker for `server`; nullptr outside a worker.
-Store* worker_store(const RedisServer& server, ngx_msec_t timeout) noexcept;
+    // Worker exit. A graceful exit waited for what was owed Redis (the
+    // retry timers of stores and releases are not cancelable) up to its
+    // window or worker_shutdown_timeout; what is left now — in flight, or
+    // after a fast shutdown — gets no reply when the router closes its
+    // connections and is abandoned (logged and counted); its claim is no
+    // longer renewed and expires within idempotency_lock_ttl.
+    ~RedisStore() override
+    {
+        closing_ = true;
+        calls_.close();
+        delete router_;  // calls_ then abandons what is left
+    }
+    RedisStore(const RedisStore&) = delete;
+    RedisStore& operator=(const RedisStore&) = delete;
+
+    Router& router() noexcept { return *router_; }
+
+    // ClaimStore (redis_store.cpp)
+    PendingOp* claim(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
+                     const ClaimWaiter& waiter) noexcept override;
+    void abandon(PendingOp* op) noexcept override { op->waiter.callback = nullptr; }
+    void complete(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
+                  std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept override;
+    void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override;
+    void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Lease* lease) noexcept override;
+
+    // LiveStore and PieceStore (redis_live.cpp)
+    LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
+                        LiveCallback callback, void* data) noexcept override;
+    LiveOp* live_read(std::string_view key, std::uint64_t at, bool may_be_gone, LiveCallback callback,
+                      void* data) noexcept override;
+    void live_abandon(LiveOp* op) noexcept override { op->callback = nullptr; }
+    void live_expire(std::string_view key, std::uint64_t ttl_ms) noexcept override;
+    LiveOp* pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
+                        void* data) noexcept override;
+
+    // OperatorStore (redis_operator.cpp)
+    PeekOp* peek(std::string_view key, PeekCallback callback, void* data) noexcept override;
+    PeekOp* purge(std::string_view key, std::string_view expected, PeekCallback callback, void* data) noexcept override;
+    void peek_abandon(PeekOp* op) noexcept override { op->callback = nullptr; }
+
+private:
+    PeekOp* send_peek(PeekOp* op, std::string_view key, int argc, const char** argv, const size_t* lens) noexcept;
+    static void on_peek_reply(void* data, redisReply* reply);
+
+    LiveOp* send_live(LiveOp* op, std::string_view key, int argc, const char** argv, const size_t* lens) noexcept;
+    static void on_ignored_reply(void*, redisReply*) {}
+    static void on_live_reply(void* data, redisReply* reply);
+    static bool read_look(const LiveOp* op, const redisReply* reply, std::string_view& out) noexcept;
+
+    void note_lock_ttl(std::uint64_t lock_ttl_ms) noexcept;
+    std::uint64_t lock_ttl_or_longest(std::uint64_t lock_ttl_ms) const noexcept;
+    static void on_claim_reply(void* data, redisReply* reply);
+
+    const RedisServer& server_;
+    Router* router_;
+    ngx_log_t* log_;
+    DecimalMemo lock_ttl_text_;  // a claim's lock TTL
+    ScriptCalls calls_;  // what is owed Redis: stores, releases, renewals
+    std::uint64_t longest_lock_ttl_ = 0;
+    bool closing_ = false;
+};
 
 }  // namespace idem::redis

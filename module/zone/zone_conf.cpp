@@ -1,12 +1,85 @@
 // zone/zone_conf.cpp — idempotency_zone and idempotency_store: the zone's
-// name and size, and which store a location uses.
+// name and size, and which store a location uses; the zone's store made
+// with its zone and handed on across reloads through shm_zone->data.
 
 #include "zone_conf.hpp"
+
+#include <new>
 
 #include "../conf_util.hpp"
 #include "zone_store.hpp"
 
 namespace idem::zone {
+
+namespace {
+
+// Tags the store zones, so that a zone name used by another module (or the
+// metrics zone) is refused by nginx instead of being shared.
+char zone_tag;
+
+// A reload hands the old configuration's store to the new one: the records
+// stay where they are (nginx keeps a zone whose name and size are unchanged).
+ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
+{
+    auto* store = static_cast<ZoneStore*>(shm_zone->data);
+    if (auto* old = static_cast<ZoneStore*>(data)) {
+        store->attach(old->shared(), old->pool());
+        return NGX_OK;
+    }
+    auto* pool = reinterpret_cast<ngx_slab_pool_t*>(shm_zone->shm.addr);
+    if (shm_zone->shm.exists) {
+        store->attach(static_cast<Shared*>(pool->data), pool);
+        return NGX_OK;
+    }
+    auto* sh = static_cast<Shared*>(ngx_slab_alloc(pool, sizeof(Shared)));
+    if (sh == nullptr) {
+        return NGX_ERROR;
+    }
+    pool->data = sh;
+    ngx_rbtree_init(&sh->by_key, &sh->key_sentinel, insert_by_key);
+    ngx_rbtree_init(&sh->by_expiry, &sh->expiry_sentinel, ngx_rbtree_insert_value);
+    sh->last_fence = 0;
+
+    size_t len = sizeof(" in idempotency zone \"\"") + shm_zone->shm.name.len;
+    pool->log_ctx = static_cast<u_char*>(ngx_slab_alloc(pool, len));
+    if (pool->log_ctx == nullptr) {
+        return NGX_ERROR;
+    }
+    ngx_sprintf(pool->log_ctx, " in idempotency zone \"%V\"%Z", &shm_zone->shm.name);
+    pool->log_nomem = 0;  // a full zone is reported by the store, once per second
+    store->attach(sh, pool);
+    return NGX_OK;
+}
+
+}  // namespace
+
+ngx_shm_zone_t* add_zone(ngx_conf_t* cf, ngx_str_t& name, size_t size) noexcept
+{
+    return ngx_shared_memory_add(cf, &name, size, &zone_tag);
+}
+
+bool make_store(ngx_conf_t* cf, ngx_shm_zone_t* shm) noexcept
+{
+    void* memory = ngx_pcalloc(cf->pool, sizeof(ZoneStore));
+    if (memory == nullptr) {
+        return false;
+    }
+    // In the configuration's pool, like the rest of it; nothing to destroy.
+    shm->data = new (memory) ZoneStore(shm);
+    shm->init = init_zone;
+    return true;
+}
+
+bool defined(const ngx_shm_zone_t* zone) noexcept
+{
+    return zone->data != nullptr;
+}
+
+Store* attached_store(ngx_shm_zone_t* zone) noexcept
+{
+    auto* store = static_cast<ZoneStore*>(zone->data);
+    return store != nullptr && store->attached() ? store : nullptr;
+}
 
 char* set_zone(ngx_conf_t* cf, ngx_command_t*, void*)
 {

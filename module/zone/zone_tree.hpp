@@ -1,6 +1,8 @@
-// zone/zone_tree.hpp — how a zone lays out its records (zone_store.cpp):
+// zone/zone_tree.hpp — how a zone lays out its records (zone_store.hpp):
 // one slab allocation per record, in two rbtrees, by store key and by
-// expiry, both rooted in the zone's Shared block.
+// expiry, both rooted in the zone's Shared block; and the primitives every
+// operation of the zone store is made of (Tree).
+// Must not touch: the zone's mutex (the store takes it around them).
 #pragma once
 
 #include <cstddef>
@@ -51,5 +53,25 @@ inline std::string_view value_of(const Node* n)
 
 // ngx_rbtree insert function of the by-key tree.
 void insert_by_key(ngx_rbtree_node_t* temp, ngx_rbtree_node_t* node, ngx_rbtree_node_t* sentinel);
+
+// A zone's records: its trees and slab pool, once nginx has mapped it.
+// All but hash_of run under the zone's mutex.
+class Tree {
+public:
+    static ngx_rbtree_key_t hash_of(std::string_view key) noexcept;
+
+    Node* find_live(std::string_view key, ngx_rbtree_key_t hash, ngx_msec_t now) noexcept;
+    size_t expire(size_t max, ngx_msec_t now) noexcept;
+    Node* allocate(size_t key_len, size_t value_len, ngx_msec_t now) noexcept;
+    void set_value(Node* n, std::string_view value) noexcept;
+    void expire_at(Node* n, ngx_msec_t expires) noexcept;
+    Node* insert(std::string_view key, ngx_rbtree_key_t hash, std::string_view value, ngx_msec_t now,
+                 ngx_msec_t expires) noexcept;
+    void remove(Node* n) noexcept;
+
+protected:
+    Shared* sh_ = nullptr;
+    ngx_slab_pool_t* pool_ = nullptr;
+};
 
 }  // namespace idem::zone

@@ -1,0 +1,18 @@
+// redis/worker_stores.hpp — the registry of a worker's Redis stores: one
+// per configured Redis deployment, made when a location first uses it and
+// deleted when the worker exits; store_factory.cpp looks them up.
+// Must not touch: what a store does (redis_store.*).
+#pragma once
+
+#include "../conf.hpp"
+#include "../store.hpp"
+
+namespace idem::redis {
+
+ngx_int_t start_worker_stores(ngx_cycle_t* cycle, const MainConf& conf) noexcept;
+void stop_worker_stores(ngx_cycle_t* cycle) noexcept;
+
+// The store of this worker for `server`; nullptr outside a worker.
+Store* worker_store(const RedisServer& server, ngx_msec_t timeout) noexcept;
+
+}  // namespace idem::redis

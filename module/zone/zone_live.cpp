@@ -1,0 +1,187 @@
+// zone/zone_live.cpp — see zone_store.hpp: the live log and a response's
+// pieces, records of their own in the zone.
+
+#include "zone_store.hpp"
+
+#include <cstring>
+
+#include "../pieces.hpp"
+
+namespace idem::zone {
+
+// Live logs: records of their own in the zone, grown in place while
+// there is room, else moved to a node twice the size. An append is
+// made at once, and answered on the next event-loop turn.
+LiveOp* ZoneStore::live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
+                               LiveCallback callback, void* data) noexcept
+{
+    LiveOp* op = new_live_op(this, key, {}, callback, data, ngx_cycle->log);
+    if (op != nullptr) {
+        op->append = true;
+        op->at = at;
+        op->ttl_ms = ttl_ms;
+        // made now, as a Redis command would be sent now: whatever the
+        // worker writes next (a record listing pieces) lands after it
+        op->status = append_live(op, bytes);
+        post_live(op);
+    }
+    return op;
+}
+
+LiveOp* ZoneStore::live_read(std::string_view key, std::uint64_t at, bool, LiveCallback callback,
+                             void* data) noexcept
+{
+    LiveOp* op = new_live_op(this, key, {}, callback, data, ngx_cycle->log);
+    if (op != nullptr) {
+        op->at = at;
+        post_live(op);
+    }
+    return op;
+}
+
+LiveOp* ZoneStore::pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
+                               void* data) noexcept
+{
+    LiveOp* op = new_live_op(this, base, {}, callback, data, ngx_cycle->log);
+    if (op != nullptr) {
+        op->look = true;
+        op->at = count;
+        post_live(op);
+    }
+    return op;
+}
+
+void ZoneStore::live_abandon(LiveOp* op) noexcept
+{
+    if (op->event.posted) {
+        ngx_delete_posted_event(&op->event);
+    }
+    ngx_free(op);
+}
+
+void ZoneStore::live_expire(std::string_view key, std::uint64_t ttl_ms) noexcept
+{
+    ngx_rbtree_key_t hash = hash_of(key);
+    lock(Section::live);
+    ngx_msec_t now = ngx_current_msec;
+    if (Node* n = find_live(key, hash, now)) {
+        if (ttl_ms == 0) {
+            remove(n);
+        } else {
+            expire_at(n, now + ttl_ms);
+        }
+    }
+    unlock(Section::live);
+}
+
+void ZoneStore::post_live(LiveOp* op) noexcept
+{
+    set_event(op->event, on_live_event, op, ngx_cycle->log);
+    ngx_post_event(&op->event, &ngx_posted_events);
+}
+
+// Appends `bytes` to op's log if it ends at op->at (0: makes it).
+LiveStatus ZoneStore::append_live(const LiveOp* op, std::string_view bytes) noexcept
+{
+    std::string_view key = op->args[0];
+    ngx_rbtree_key_t hash = hash_of(key);
+    lock(Section::live);
+    ngx_msec_t now = ngx_current_msec;
+    Node* n = find_live(key, hash, now);
+    LiveStatus status = LiveStatus::gone;
+    if (n == nullptr && op->at == 0) {
+        n = insert(key, hash, bytes, now, now + op->ttl_ms);
+        status = n != nullptr ? LiveStatus::done : LiveStatus::failed;
+    } else if (n != nullptr && n->value_len == op->at) {
+        size_t need = n->value_len + bytes.size();
+        if (need > n->capacity) {
+            Node* grown = allocate(key.size(), ngx_max(need, 2 * static_cast<size_t>(n->capacity)), now);
+            if (grown == nullptr) {
+                unlock(Section::live);
+                return LiveStatus::failed;
+            }
+            std::memcpy(grown->data, n->data, n->key_len + n->value_len);
+            grown->value_len = n->value_len;
+            grown->by_key.key = hash;
+            grown->by_expiry.key = n->by_expiry.key;
+            remove(n);
+            ngx_rbtree_insert(&sh_->by_key, &grown->by_key);
+            ngx_rbtree_insert(&sh_->by_expiry, &grown->by_expiry);
+            n = grown;
+        }
+        std::memcpy(n->data + n->key_len + n->value_len, bytes.data(), bytes.size());
+        n->value_len = static_cast<std::uint32_t>(need);
+        status = LiveStatus::done;
+    }
+    unlock(Section::live);
+    return status;
+}
+
+// The log's bytes from op->at on, copied out (ngx_alloc'd, owned by `out`).
+LiveStatus ZoneStore::read_live(const LiveOp* op, RecordBytes& out) noexcept
+{
+    std::string_view key = op->args[0];
+    ngx_rbtree_key_t hash = hash_of(key);
+    lock(Section::live);
+    Node* n = find_live(key, hash, ngx_current_msec);
+    LiveStatus status = n != nullptr ? LiveStatus::done : LiveStatus::gone;
+    if (n != nullptr && op->at < n->value_len) {
+        size_t size = n->value_len - op->at;
+        auto* copy = static_cast<char*>(ngx_alloc(size, ngx_cycle->log));
+        if (copy == nullptr) {
+            status = LiveStatus::failed;
+        } else {
+            std::memcpy(copy, value_of(n).data() + op->at, size);
+            out = RecordBytes::owned(copy, {copy, size});
+        }
+    }
+    unlock(Section::live);
+    return status;
+}
+
+// Each piece's size and name (pieces.hpp's look entries), copied out.
+LiveStatus ZoneStore::look_pieces(const LiveOp* op, RecordBytes& out) noexcept
+{
+    std::string_view base = op->args[0];
+    auto count = static_cast<std::uint32_t>(op->at);
+    std::size_t key_size = base.size() + piece_index_digits;
+    auto* look = static_cast<char*>(ngx_alloc(count * piece_look_entry_size, ngx_cycle->log));
+    auto* keys = static_cast<char*>(ngx_alloc(key_size * count, ngx_cycle->log));
+    auto* hashes = static_cast<ngx_rbtree_key_t*>(ngx_alloc(count * sizeof(ngx_rbtree_key_t), ngx_cycle->log));
+    if (look == nullptr || keys == nullptr || hashes == nullptr) {
+        ngx_free(look);
+        ngx_free(keys);
+        ngx_free(hashes);
+        return LiveStatus::failed;
+    }
+    for (std::uint32_t i = 0; i < count; i++) {
+        write_piece_key(base, i, keys + key_size * i);
+        hashes[i] = hash_of({keys + key_size * i, key_size});
+    }
+    char* p = look;
+    lock(Section::live);
+    ngx_msec_t now = ngx_current_msec;
+    for (std::uint32_t i = 0; i < count; i++) {
+        Node* n = find_live({keys + key_size * i, key_size}, hashes[i], now);
+        p = n != nullptr ? encode_piece_look(p, n->value_len, value_of(n)) : encode_piece_look(p, absent_piece, {});
+    }
+    unlock(Section::live);
+    ngx_free(keys);
+    ngx_free(hashes);
+    out = RecordBytes::owned(look, {look, count * piece_look_entry_size});
+    return LiveStatus::done;
+}
+
+void ZoneStore::on_live_event(ngx_event_t* ev)
+{
+    auto* op = static_cast<LiveOp*>(ev->data);
+    auto* self = static_cast<ZoneStore*>(op->store);
+    RecordBytes read;
+    LiveStatus status = op->look     ? self->look_pieces(op, read)
+                        : op->append ? op->status
+                                     : self->read_live(op, read);
+    op->callback(op->data, status, read.view());
+    ngx_free(op);
+}
+
+}  // namespace idem::zone
