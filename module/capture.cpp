@@ -12,13 +12,14 @@
 //     sub_filter, charset), its headers as capture_headers.cpp reads them.
 // When no filter in between takes the body in hand, the body is recorded at
 // the upper point instead, as it comes; capture_body.cpp records it there,
-// into the record buffer in place, and paces a response kept in pieces to
-// the store. When the client goes away first the response is still
-// captured (client_gone.cpp): the body filter swallows what would have
-// been sent.
-// Owns the capture's part of the request context (capture.hpp's Capture)
-// and the response's status; moves the request from granted to forwarded
-// (and the claim, through claim.cpp, to settled).
+// into the record buffer in place (capture_buffer.cpp), and paces a
+// response kept in pieces to the store. When the client goes away first
+// the response is still captured (client_gone.cpp): the body filter
+// swallows what would have been sent.
+// Owns the capture's part of the request context (capture.hpp's Capture),
+// but for the record buffer (capture_buffer.cpp) and the body's pace
+// (capture_body.cpp), and the response's status; moves the request from
+// granted to forwarded (and the claim, through claim.cpp, to settled).
 // Also has the upstream's control header (idempotency_upstream_control)
 // taken out of every response at the upper point (capture_headers.hpp),
 // and heeds it for a captured one (upstream_control.hpp).
@@ -32,12 +33,11 @@
 
 #include "claim.hpp"
 #include "capture_body.hpp"
+#include "capture_buffer.hpp"
 #include "capture_headers.hpp"
 #include "client_gone.hpp"
 #include "disposition.hpp"
 #include "feed.hpp"
-#include "piece_writer.hpp"
-#include "pieces.hpp"
 #include "replayable.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
@@ -53,18 +53,6 @@ ngx_http_output_body_filter_pt next_body_filter;
 ngx_http_output_header_filter_pt upper_next_header_filter;
 ngx_http_output_body_filter_pt upper_next_body_filter;
 
-// The record is built in memory of its own (not r->pool), so that the
-// store can take it over instead of copying it. Pieces already written
-// are deleted.
-void free_record(RequestCtx* ctx)
-{
-    ngx_free(ctx->capture.record);
-    ctx->capture.record = nullptr;
-    if (ctx->capture.pieces != nullptr) {
-        pieces_done(std::exchange(ctx->capture.pieces, nullptr), false);
-    }
-}
-
 }  // namespace
 
 void end_feed(RequestCtx* ctx, LiveEnd how)
@@ -72,13 +60,6 @@ void end_feed(RequestCtx* ctx, LiveEnd how)
     if (ctx->capture.feed != nullptr) {
         feed_end(std::exchange(ctx->capture.feed, nullptr), how);
     }
-}
-
-void lose(RequestCtx* ctx, const char* why)
-{
-    ctx->capture.oversize = true;
-    ctx->capture.lost_why = why;
-    free_record(ctx);
 }
 
 namespace {
@@ -90,35 +71,8 @@ void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
     end_feed(ctx, LiveEnd::aborted);
 }
 
-// A response kept in pieces, every piece landed (pieces_landed): its
-// record, which lists them; the writer is told what became of it, and
-// deletes them when it did not land (piece_writer.hpp).
-void finish_pieces(RequestCtx* ctx, const Header* headers, size_t count, const ResponseExtras& extras)
-{
-    Capture& c = ctx->capture;
-    if (pieces_failed(c.pieces)) {
-        claim_unreplayable(ctx, "a piece of it could not be stored");
-        return;  // the pieces go with stop_capture
-    }
-    PieceList list = pieces_list(c.pieces, c.body_size);
-    size_t size = pieces_record_size(headers, count, extras, list.count);
-    auto* record = size != 0 ? static_cast<char*>(ngx_alloc(size, ctx->request->connection->log)) : nullptr;
-    if (record == nullptr
-        || encode_pieces_record(record, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
-                                count, extras, list)
-               != size) {
-        ngx_free(record);
-        claim_unreplayable(ctx, size == 0 ? "its headers do not fit a record" : "out of memory");
-        return;
-    }
-    claim_complete(ctx, RecordBytes::owned(record, {record, size}), pieces_record_notice(c.pieces));
-    pieces_done(std::exchange(c.pieces, nullptr), true);
-}
-
 }  // namespace
 
-// The head was given room for a record with extras; it is written right
-// before the body, whatever its size.
 bool finish(ngx_http_request_t* r, RequestCtx* ctx)
 {
     if (holds_claim(ctx) && ctx->capture.pieces != nullptr && !pieces_landed(ctx)) {
@@ -141,27 +95,9 @@ bool finish(ngx_http_request_t* r, RequestCtx* ctx)
         claim_unreplayable(ctx, "its trailers do not fit a record");
     } else if (MarkerWhy flaw = trailers_flaw(trailers); flaw != MarkerWhy::unsaid) {
         claim_unreplayable(ctx, marker_reason(flaw), flaw);
-    } else if (ctx->capture.pieces != nullptr) {
-        finish_pieces(ctx, static_cast<const Header*>(ctx->capture.headers.elts), ctx->capture.headers.nelts,
-                      ResponseExtras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts});
     } else {
-        auto* headers = static_cast<const Header*>(ctx->capture.headers.elts);
-        ResponseExtras extras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts};
-        size_t head = response_head_size(headers, ctx->capture.headers.nelts, extras);
-        size_t tail = response_tail_size(extras);
-        char* tail_at = tail != 0 ? reserve_tail(r, ctx, tail) : nullptr;
-        if (head == 0 || head > ctx->capture.head_size || (extras.any() && tail_at == nullptr)) {
-            claim_unreplayable(ctx, ctx->capture.oversize ? "larger than idempotency_max_response_size"
-                                                          : "its headers do not fit a record");
-        } else {
-            char* start = ctx->capture.record + ctx->capture.head_size - head;
-            encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
-                                 ctx->capture.headers.nelts, ctx->capture.body_size, extras);
-            encode_response_tail(tail_at, extras);
-            // the buffer handed over: the store keeps it rather than a copy
-            claim_complete(ctx, RecordBytes::owned(std::exchange(ctx->capture.record, nullptr),
-                                                   {start, head + ctx->capture.body_size + tail}));
-        }
+        complete_record(r, ctx,
+                        ResponseExtras{response_flags(r), static_cast<const Header*>(trailers.elts), trailers.nelts});
     }
     stop_capture(r, ctx);
     return true;
@@ -242,21 +178,11 @@ ngx_int_t header_filter(ngx_http_request_t* r)
                            flaw);
         return next_header_filter(r);
     }
-    // room for the head of a record with extras (flags, trailers), which
-    // are known only once the last byte has passed
-    ResponseExtras with_extras{expect_trailers};
-    ctx->capture.head_size = response_head_size(headers, ctx->capture.headers.nelts, with_extras);
-    off_t expected = r->headers_out.content_length_n;
-    size_t capacity = expected >= 0 && static_cast<size_t>(expected) <= ctx->conf->max_response_size
-                          ? ngx_min(static_cast<size_t>(expected), buffer_limit(ctx))
-                          : ngx_min(initial_body_capacity, buffer_limit(ctx));
-    ctx->capture.record = static_cast<char*>(ngx_alloc(ctx->capture.head_size + capacity, r->connection->log));
-    if (ctx->capture.head_size == 0 || ctx->capture.record == nullptr) {
+    if (!open_record(r, ctx)) {
         stop_capture(r, ctx);
         claim_unreplayable(ctx, "its headers do not fit a record");
         return next_header_filter(r);
     }
-    ctx->capture.capacity = capacity;
     // The range filter cuts the body above this point but decides below it,
     // so a ranged response could not be recorded whole: a kept response is
     // sent whole, as are its replays (Range is defined for GET alone).
@@ -390,14 +316,6 @@ void capture_begin(RequestCtx* ctx) noexcept
     claim_hold(ctx);
     ctx->capture.feed = feed_open(ctx);
     protect_content_handler(ctx);
-}
-
-std::string_view captured_body(const RequestCtx* ctx) noexcept
-{
-    if (ctx->capture.record == nullptr || ctx->capture.flushed != 0) {
-        return {};
-    }
-    return {ctx->capture.record + ctx->capture.head_size, ctx->capture.body_size};
 }
 
 // The request is over: a claim still held means its response never

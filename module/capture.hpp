@@ -1,6 +1,6 @@
 // capture.hpp — the filters that record a claimed request's response
-// (capture.cpp, capture_body.cpp), and the capture's part of the request
-// context, private to capture*.cpp.
+// (capture.cpp, capture_body.cpp, capture_buffer.cpp), and the capture's
+// part of the request context, private to capture*.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // capture_body.cpp — the body of a claimed request's response as it
 // passes the capture's filter (capture.cpp decides where): its bytes go
-// into the record buffer, read from a temporary file where nginx parked
-// them; a response that may be kept in pieces fills one piece at a time,
-// and a full piece goes to the store (piece_writer.hpp).
+// into the record buffer (capture_buffer.cpp), read from a temporary file
+// where nginx parked them; a response that may be kept in pieces fills one
+// piece at a time, and a full piece goes to the store (piece_writer.hpp).
 // The pace (docs/design.md#large-responses-in-pieces): at most one piece
 // is at the store while the next one fills. When that one is full too
 // before the store answered, the capture holds the rest of the body back —
@@ -17,43 +17,21 @@
 // the upstream module reads on. A client slower than the store paces the
 // upstream itself, as it always does; a client gone (client_gone.cpp) is
 // no reason to stop: what is held is recorded and swallowed.
-// Owns: the record buffer's growth, the pieces' flushing, the held chain
-// and the capture's pace (Capture's buffer, pieces, pace and held parts).
+// Owns: the held chain and the capture's pace (Capture's pace, held,
+// held_taken and resume parts).
 // Must not touch: the buffers it holds, but to read them.
 
 #include "capture_body.hpp"
 
 #include <cstring>
-#include <utility>
 
+#include "capture_buffer.hpp"
 #include "client_gone.hpp"
 #include "feed.hpp"
 #include "piece_writer.hpp"
-#include "pieces.hpp"
 
 namespace idem {
 namespace {
-
-// Room in the record buffer for `need` bytes after the head, at most
-// `most` (need <= most).
-bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need, size_t most)
-{
-    size_t capacity = ngx_max(ctx->capture.capacity, initial_body_capacity);
-    while (capacity < need) {
-        capacity *= 2;
-    }
-    capacity = ngx_min(capacity, most);
-    auto* grown = static_cast<char*>(ngx_alloc(ctx->capture.head_size + capacity, r->connection->log));
-    if (grown == nullptr) {
-        return false;
-    }
-    std::memcpy(grown + ctx->capture.head_size, ctx->capture.record + ctx->capture.head_size,
-                ctx->capture.body_size - ctx->capture.flushed);
-    ngx_free(ctx->capture.record);
-    ctx->capture.record = grown;
-    ctx->capture.capacity = capacity;
-    return true;
-}
 
 // The store answered a piece: a capture that waits for it goes on, from
 // the event loop (the answer may come from within the writer's own call).
@@ -77,69 +55,6 @@ void on_resume(ngx_event_t* ev)
     if (ctx->capture.pace == Pace::flowing) {
         ngx_post_event(r->connection->write, &ngx_posted_events);
     }
-}
-
-// The body bytes the buffer holds go to the store as the next piece
-// (piece_writer.hpp); the first piece begins the pieces, and ends the live
-// feed: duplicates follow a response live up to one piece.
-bool flush_piece(RequestCtx* ctx)
-{
-    Capture& c = ctx->capture;
-    if (c.pieces == nullptr) {
-        c.pieces = pieces_begin(ctx, piece_answered, ctx);
-        if (c.pieces == nullptr) {
-            return false;
-        }
-        set_event(c.resume, on_resume, ctx, ctx->request->connection->log);
-        end_feed(ctx, LiveEnd::cut);
-    }
-    if (!pieces_put(c.pieces, {c.record + c.head_size, c.body_size - c.flushed})) {
-        return false;
-    }
-    c.flushed = c.body_size;
-    return true;
-}
-
-// What reserve() found.
-enum class Room : std::uint8_t {
-    some,  // room for some bytes
-    wait,  // none until the store answers the piece it is at
-    none,  // the response can no longer be kept (over idempotency_max_response_size, out of memory, a piece the
-           // store refused: the same outcome)
-};
-
-// Room for up to `want` more body bytes at the end of the record buffer:
-// where they go (`to`), and in `got` how many fit.
-Room reserve(ngx_http_request_t* r, RequestCtx* ctx, size_t want, char*& to, size_t& got)
-{
-    Capture& c = ctx->capture;
-    if (c.oversize) {
-        return Room::none;
-    }
-    if (c.body_size + want > ctx->conf->max_response_size) {
-        lose(ctx, nullptr);
-        return Room::none;
-    }
-    size_t held = c.body_size - c.flushed;
-    size_t limit = buffer_limit(ctx);
-    if (held == limit && limit < ctx->conf->max_response_size) {
-        if (c.pieces != nullptr && pieces_busy(c.pieces)) {
-            return Room::wait;  // one piece at the store, one full: no more in memory
-        }
-        if (!flush_piece(ctx)) {
-            lose(ctx, "a piece of it could not be stored");
-            return Room::none;
-        }
-        held = 0;
-    }
-    want = ngx_min(want, limit - held);
-    if (held + want > c.capacity && !grow(r, ctx, held + want, limit)) {
-        lose(ctx, "out of memory");
-        return Room::none;
-    }
-    got = want;
-    to = c.record + c.head_size + held;
-    return Room::some;
 }
 
 // Records what a buffer holds past the Capture::held_taken bytes recorded
@@ -255,44 +170,6 @@ bool others_buffered(const ngx_http_request_t* r)
 
 }  // namespace
 
-size_t buffer_limit(const RequestCtx* ctx) noexcept
-{
-    return capture_limit(ctx->conf->max_response_size, ctx->conf->piece_size);
-}
-
-char* reserve_tail(ngx_http_request_t* r, RequestCtx* ctx, size_t tail) noexcept
-{
-    Capture& c = ctx->capture;
-    size_t need = c.body_size + tail;
-    if (c.oversize || need > ctx->conf->max_response_size) {
-        lose(ctx, nullptr);
-        return nullptr;
-    }
-    if (need > c.capacity && !grow(r, ctx, need, need)) {
-        lose(ctx, "out of memory");
-        return nullptr;
-    }
-    return c.record + c.head_size + c.body_size;
-}
-
-bool pieces_landed(RequestCtx* ctx) noexcept
-{
-    Capture& c = ctx->capture;
-    if (pieces_busy(c.pieces)) {
-        return false;
-    }
-    if (c.body_size > c.flushed) {
-        // the last piece; the record waits until it has landed, so that
-        // a piece sent again never lands after the record that lists it
-        if (!flush_piece(ctx)) {
-            lose(ctx, "a piece of it could not be stored");
-            return true;
-        }
-        return !pieces_busy(c.pieces);
-    }
-    return true;
-}
-
 ngx_int_t record_body(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* in, ngx_http_output_body_filter_pt next)
 {
     Capture& c = ctx->capture;
@@ -342,6 +219,15 @@ ngx_int_t record_body(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* in, n
         return held;
     }
     return rc == NGX_OK ? held : rc;
+}
+
+PieceWriter* begin_pieces(RequestCtx* ctx)
+{
+    PieceWriter* pieces = pieces_begin(ctx, piece_answered, ctx);
+    if (pieces != nullptr) {
+        set_event(ctx->capture.resume, on_resume, ctx, ctx->request->connection->log);
+    }
+    return pieces;
 }
 
 bool passes_capture(const RequestCtx* ctx) noexcept

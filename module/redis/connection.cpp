@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "../conf.hpp"
-#include "../metrics.hpp"
 #include "../timing.hpp"
 #include "info.hpp"
 #include "reply_reader.hpp"
@@ -16,7 +15,6 @@ namespace idem::redis {
 namespace {
 
 constexpr Backoff reconnect_backoff{100, 1000};  // ms
-constexpr size_t read_chunk = 16 * 1024;
 // A connection owed replies is dropped after this many timeouts without a
 // byte from Redis. Every request that waits on Redis has its own deadline
 // of one timeout (its claim, its look, its piece, its peek): a command that
@@ -312,126 +310,6 @@ void Connection::arm_reply_timer() noexcept
     } else if (!conn_->read->timer_set) {
         ngx_add_timer(conn_->read, silence_timeouts * timeout_);
     }
-}
-
-void Connection::on_read(ngx_event_t* ev)
-{
-    auto* c = static_cast<ngx_connection_t*>(ev->data);
-    auto* self = static_cast<Connection*>(c->data);
-    if (self->state_ == State::connecting) {
-        self->connect_finished(ev);
-        return;
-    }
-    if (ev->timedout) {
-        ev->timedout = 0;
-        count(Counter::redis_timeouts);
-        self->fail("nothing from Redis for twice idempotency_redis_timeout", NGX_ETIMEDOUT);
-        return;
-    }
-    self->read();
-}
-
-void Connection::read() noexcept
-{
-    char buf[read_chunk];
-    for (;;) {
-        ssize_t n = conn_->recv(conn_, reinterpret_cast<u_char*>(buf), sizeof(buf));
-        if (n == NGX_AGAIN) {
-            break;
-        }
-        if (n <= 0 && tls_refused()) {
-            return;
-        }
-        if (n == 0) {
-            fail("connection closed by Redis", 0);
-            return;
-        }
-        if (n < 0) {
-            fail("recv() failed", ngx_socket_errno);
-            return;
-        }
-        if (redisReaderFeed(reader_, buf, static_cast<size_t>(n)) != REDIS_OK) {
-            fail("cannot buffer the reply", 0);
-            return;
-        }
-        if (conn_->read->timer_set) {
-            ngx_del_timer(conn_->read);  // progress: the timeout starts again
-        }
-
-        while (has_unread(reader_)) {
-            // One of several commands answered as one (a transaction): its
-            // OK and QUEUED are only counted, no reply made of them.
-            Pending* waiting = pipeline_.oldest();
-            if (waiting != nullptr && waiting->more > 0 && skip_plain_status(reader_)) {
-                replied_ = true;
-                waiting->more--;
-                ngx_log_debug1(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: reply read (status), one of several",
-                               &name_);
-                continue;
-            }
-            void* reply = nullptr;
-            if (read_reply(reader_, &reply) != REDIS_OK) {
-                fail("malformed reply", 0);
-                return;
-            }
-            if (reply == nullptr) {
-                break;
-            }
-            replied_ = true;
-            Pending* p = pipeline_.oldest();
-            if (p == nullptr) {
-                free_reply(static_cast<redisReply*>(reply));
-                fail("reply to no command", 0);
-                return;
-            }
-            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, log_, 0, "idempotency: Redis %V: reply read (%s)%s", &name_,
-                           reply_kind(static_cast<redisReply*>(reply)->type), p->more > 0 ? ", one of several" : "");
-            bool error = static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR;
-            if (error) {
-                count(Counter::redis_errors);
-            }
-            if (p->more > 0) {
-                // One of several commands answered as one: its first error
-                // is kept for the handler, the rest let go.
-                p->more--;
-                if (error && p->error == nullptr) {
-                    p->error = static_cast<redisReply*>(reply);
-                } else {
-                    free_reply(static_cast<redisReply*>(reply));
-                }
-                continue;
-            }
-            pipeline_.pop();
-            ReplyHandler handler = p->handler;
-            void* data = p->data;
-            redisReply* held = p->error;
-            observe_redis_rtt(monotonic_us() - p->queued_us);
-            pipeline_.give_back(p);
-
-            dispatching_++;
-            if (handler != nullptr) {
-                handler(data, held != nullptr ? held : static_cast<redisReply*>(reply));
-            }
-            dispatching_--;
-            free_reply(held);
-            free_reply(static_cast<redisReply*>(reply));
-
-            if (deferred_failure_ != nullptr) {
-                const char* why = deferred_failure_;
-                deferred_failure_ = nullptr;
-                fail(why, 0);
-                return;
-            }
-        }
-        if (!conn_->read->ready) {
-            break;  // nginx saw the socket drained: no recv() only to hear EAGAIN
-        }
-    }
-    if (ngx_handle_read_event(conn_->read, 0) != NGX_OK) {
-        fail("cannot watch the socket", 0);
-        return;
-    }
-    arm_reply_timer();
 }
 
 }  // namespace idem::redis

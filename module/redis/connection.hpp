@@ -6,7 +6,8 @@
 // TCP connect, address after address; handshake.cpp what is sent first on
 // each new connection; connection_tls.cpp (with tls.hpp) the TLS handshake,
 // when the deployment has `ssl`, between the TCP connect and the first
-// command.
+// command; connection_read.cpp the replies read and handed to their
+// commands.
 // Owns: the socket, AUTH/SELECT on connect, reconnect with backoff
 // (timing.hpp), the connect and reply timeouts (the shortest of its
 // users'), the debug trace of the transport (connect, handshake, bytes
@@ -126,6 +127,11 @@ private:
     void fail(const char* why, ngx_err_t err, bool logged = false) noexcept;
     void flush() noexcept;
     void read() noexcept;
+    bool feed_reader(const char* buf, ssize_t n) noexcept;
+    bool dispatch_replies() noexcept;
+    bool skip_transaction_status() noexcept;
+    bool take_reply(redisReply* reply) noexcept;
+    bool answer(Pending* p, redisReply* reply) noexcept;
     void arm_reply_timer() noexcept;
     bool handshake() noexcept;
 

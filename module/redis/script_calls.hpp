@@ -7,10 +7,11 @@
 // (script_render.cpp): on a server with conditional writes (info.hpp) the
 // conditional write, one plain command; else a response within its claim's
 // lease goes as `MULTI; PEXPIRETIME; SET ... XX GET; EXEC` (lease.hpp),
-// and the rest as the fenced script. A
-// response refused for memory keeps its claim for idempotency_ttl and is
-// kept until Redis takes writes again (kept_stores.cpp). An exiting worker
-// finishes what it can and abandons the rest (logged and counted).
+// and the rest as the fenced script. What each reply says, and what the
+// call does on it, is script_reply.cpp's. A response refused for memory
+// keeps its claim for idempotency_ttl and is kept until Redis takes writes
+// again (kept_stores.cpp). An exiting worker finishes what it can and
+// abandons the rest (logged and counted).
 #pragma once
 
 #include <cstddef>
@@ -173,13 +174,12 @@ private:
     void start(ScriptCall* call, Script& script, Role role, std::uint64_t lock_ttl_ms, Lease* lease) noexcept;
     static std::string_view key_of(const ScriptCall* call) noexcept { return call->args[0]; }
     void send(ScriptCall* call) noexcept;
-    // script_render.cpp: the words of an attempt, and what its reply says
+    // script_render.cpp: the words of an attempt
     static int script_words(const ScriptCall* call, const char** argv, size_t* lens) noexcept;
     static void render(void* data, const ServerFeatures& features, LateWords& out);
     static void render_store(ScriptCall* call, LateWords& out) noexcept;
     static void render_script(ScriptCall* call, LateWords& out) noexcept;
     static bool render_conditional(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept;
-    static long long answer_of(const ScriptCall* call, const redisReply* reply) noexcept;
     void failed(ScriptCall* call, std::string_view why) noexcept;
     // kept_stores.cpp: a response Redis refused for memory
     void keep(ScriptCall* store) noexcept;
@@ -196,6 +196,8 @@ private:
     void abandon(ScriptCall* call) noexcept;
     static void count_abandoned(const ScriptCall* call) noexcept;
     void finish(ScriptCall* call) noexcept;
+    // script_reply.cpp: what a reply says, and what the call does on it
+    static long long answer_of(const ScriptCall* call, const redisReply* reply) noexcept;
     void leased_stored(ScriptCall* store, const redisReply* reply) noexcept;
     static void on_script_reply(void* data, redisReply* reply);
 

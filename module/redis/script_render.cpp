@@ -1,6 +1,6 @@
 // redis/script_render.cpp — the words of a script call's attempt, chosen
-// as it leaves for the server it leaves for (script_calls.hpp), and what
-// the reply to those words says.
+// as it leaves for the server it leaves for (script_calls.hpp); what the
+// reply to those words says is script_reply.cpp's.
 //
 // On a server with conditional writes (info.hpp; docs/design.md#conditional-writes):
 //   a store       SET key record IFEQ claim PX ttl GET
@@ -141,28 +141,6 @@ void ScriptCalls::render_store(ScriptCall* call, LateWords& out) noexcept
     out.add(2, expiretime, expiretime_len);
     out.add(7, set, set_len);
     out.add(1, exec, exec_len);
-}
-
-// What a reply says, as the fenced scripts answer (scripts.cpp): 1 done
-// (or done already), 0 the claim was not there, -1 no such answer (an
-// error, or a reply of another shape).
-long long ScriptCalls::answer_of(const ScriptCall* call, const redisReply* reply) noexcept
-{
-    if (call->form != Form::conditional) {
-        return reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
-    }
-    switch (call->role) {
-    case Role::store:
-        return read_conditional_store(reply, call->args[1], call->args[2]);
-    case Role::renewal:
-    case Role::keepalive:
-        return read_conditional_renewal(reply);
-    case Role::release:
-        return read_conditional_release(reply, call->retry.failures > 0);
-    case Role::restore:
-        break;
-    }
-    return -1;
 }
 
 }  // namespace idem::redis
