@@ -18,8 +18,78 @@
 
 namespace idem {
 
+// Where a feed is in its life. Each transition is one call to enter(),
+// which logs the old and the new state at debug level, as the request's
+// does (request_ctx.hpp), so that a debug log shows each feed's path:
+//
+//   its original elsewhere, its log read from the store:
+//     following -> streaming -> ended
+//     following -> ended_early
+//   its original in this worker, its log written by the capture:
+//     opened -> starting -> publishing -> ended
+//     opened -> dropped
+//     starting -> ended_early
+//   following, streaming, ended, ended_early -> opened
+//
+//   following    the store's log is read; its head has not come: -> streaming
+//                when it comes, -> ended_early when the log is cut off first.
+//   streaming    the head was read: followers join; the log is read on to its
+//                end: -> ended.
+//   opened       its original holds it, nothing is published yet: -> starting
+//                when the head is written, -> dropped when the original lets
+//                go first. A feed that followed the store comes here too when
+//                its original turns out to be a request of this worker (the
+//                claim granted here after all): what it read is dropped.
+//   starting     the head is written; the feed goes live once the event-loop
+//                turn its response began in is over: -> publishing; a
+//                response that ends within that turn: -> ended_early.
+//   publishing   live: followers join, each piece is added as the client gets
+//                it, and the log goes to the store (StoreCopy): -> ended.
+//   ended        the log has its end (whole, cut, or cut off: `how`) and
+//                followers could join before it.
+//   ended_early  ended before any follower could join: the watchers wait on
+//                for the stored response.
+//   dropped      its original let go without publishing anything.
+// A feed is freed once nothing is left to do with it (idle()), whatever its
+// state.
+enum class FeedState : std::uint8_t {
+    following,
+    streaming,
+    opened,
+    starting,
+    publishing,
+    ended,
+    ended_early,
+    dropped,
+};
+
+// The log's copy in the store, for followers in other workers and gateways.
+// It has a life of its own beside the feed's: a feed that ended may still
+// be appending, a publishing one may have given its copy up.
+//   none -> appending -> given_up
+enum class StoreCopy : std::uint8_t {
+    none,       // nothing appended: not live yet, or never (encryption at rest, a log read from the store)
+    appending,  // from going live to the log's end, one append in flight at a time
+    given_up,   // an append failed: the store's log is dropped, its followers elsewhere cut off
+};
+
+constexpr const char* state_name(FeedState s) noexcept
+{
+    constexpr const char* names[] = {"following", "streaming", "opened",      "starting",
+                                     "publishing", "ended",    "ended_early", "dropped"};
+    return names[static_cast<unsigned>(s)];
+}
+
+constexpr const char* state_name(StoreCopy s) noexcept
+{
+    constexpr const char* names[] = {"none", "appending", "given_up"};
+    return names[static_cast<unsigned>(s)];
+}
+
 struct Feed {
     ngx_str_node_t node;    // str: the live key, copied after the feed
+    FeedState state;        // enter() alone writes it
+    StoreCopy copy;         // enter() alone writes it
     Store* store;
     LocConf* conf;          // the publisher's, or the first follower's
     Digest fingerprint;
@@ -32,17 +102,12 @@ struct Feed {
     LiveReadState read;
     std::size_t head_at;    // the head record's place in the log
     std::size_t head_len;
-    bool has_head;
-    bool live;              // followers may join: it outlived the turn its response began in
-    bool ended;
-    LiveEnd how;
+    LiveEnd how;            // once ended
+    // Plain fields, not phases: whether the original still holds the feed is
+    // apart from the state (one cut off while held is ended already); what
+    // the store has and the reads' pacing are data; a telling pending and a
+    // feed in use (busy) come in any state.
     RequestCtx* publisher;  // the original, while it holds the feed
-    bool local;             // its original is a request of this worker
-    bool held;              // ... which has not ended it yet
-    bool publishing;        // its head is written, its end not yet
-    bool to_store;          // its log goes to the store (not with encryption at rest)
-    bool store_started;     // the first append has left
-    bool broken;            // an append failed: the store's log is given up
     std::size_t published;  // how much of the log the store has
     std::size_t sending;    // the append in flight: how much
     StoreCall call;         // the append or the read in flight
@@ -92,6 +157,35 @@ std::string_view key_of(const Feed* f)
     return {reinterpret_cast<const char*>(f->node.str.data), f->node.str.len};
 }
 
+// The feed moves on to `next` (see FeedState).
+void enter(Feed* f, FeedState next)
+{
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: live feed state %s -> %s (\"%V\")",
+                   state_name(f->state), state_name(next), &f->node.str);
+    f->state = next;
+}
+
+// Its copy in the store moves on to `next` (see StoreCopy).
+void enter(Feed* f, StoreCopy next)
+{
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: live feed store copy %s -> %s (\"%V\")",
+                   state_name(f->copy), state_name(next), &f->node.str);
+    f->copy = next;
+}
+
+bool ended(const Feed* f)
+{
+    return f->state == FeedState::ended || f->state == FeedState::ended_early;
+}
+
+// The log ends (how): after followers could join, or before.
+void end_log(Feed* f, LiveEnd how)
+{
+    f->how = how;
+    bool joinable = f->state == FeedState::streaming || f->state == FeedState::publishing;
+    enter(f, joinable ? FeedState::ended : FeedState::ended_early);
+}
+
 // The live key: the store key, then the hex of the claim's token.
 std::size_t live_key(const RequestCtx* ctx, std::string_view token, u_char* out)
 {
@@ -113,10 +207,11 @@ Feed* find(std::string_view key)
 
 void on_live(ngx_event_t* ev);
 bool add_frame(Feed* f, std::size_t size);
+bool add_body(Feed* f, std::string_view bytes);
 void on_tell(ngx_event_t* ev);
 void on_next_read(ngx_event_t* ev);
 
-Feed* new_feed(RequestCtx* ctx, std::string_view key)
+Feed* new_feed(RequestCtx* ctx, std::string_view key, FeedState first)
 {
     void* memory = ngx_alloc(sizeof(Feed) + key.size(), ngx_cycle->log);
     if (memory == nullptr) {
@@ -127,6 +222,7 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     ngx_memcpy(copy, key.data(), key.size());
     f->node.str = {key.size(), copy};
     f->node.node.key = ngx_crc32_long(copy, key.size());
+    f->state = first;
     f->store = ctx->claim.store;
     f->conf = ctx->conf;
     f->fingerprint = ctx->fingerprint;
@@ -143,6 +239,8 @@ Feed* new_feed(RequestCtx* ctx, std::string_view key)
     // not cancelable: a worker that exits gracefully lets its joiners finish
     set_event(f->next_read, on_next_read, f, ngx_cycle->log);
     ngx_rbtree_insert(&feeds, &f->node.node);
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: live feed \"%V\" begins %s", &f->node.str,
+                   state_name(first));
     return f;
 }
 
@@ -177,11 +275,11 @@ bool reserve(Feed* f, std::size_t more)
 
 bool idle(const Feed* f)
 {
-    if (f->busy != 0 || f->held || !ngx_queue_empty(&f->watchers) || !ngx_queue_empty(&f->joiners)) {
+    if (f->busy != 0 || f->publisher != nullptr || !ngx_queue_empty(&f->watchers) || !ngx_queue_empty(&f->joiners)) {
         return false;
     }
     // a publisher's log goes on to the store to its end, unless given up
-    return !(f->local && f->to_store && f->store_started && !f->broken && f->published < f->len);
+    return !(f->copy == StoreCopy::appending && f->published < f->len);
 }
 
 void free_feed(Feed* f)
@@ -265,7 +363,7 @@ void on_tell(ngx_event_t* ev)
 bool take_in(Feed* f)
 {
     bool head_came = false;
-    while (!f->ended) {
+    while (!ended(f)) {
         LiveItem item;
         std::size_t at = f->good;
         LiveStep step = read_live({f->log, f->len}, f->good, f->read, item);
@@ -280,19 +378,18 @@ bool take_in(Feed* f)
                           "idempotency: the live log \"%V\" is not well formed at byte %uz: its followers are cut off",
                           &f->node.str, at);
             f->good = at;
-            f->ended = true;
-            f->how = LiveEnd::aborted;
+            end_log(f, LiveEnd::aborted);
             break;
         }
         if (item.kind == LiveItem::Kind::head) {
             f->head_at = at == 0 ? live_start_size : at;  // the frame's, past the log's start
             f->head_len = f->good - f->head_at;
-            f->has_head = true;
-            f->live = !f->local;  // a log in the store is live; a local one goes live after its first turn
+            if (f->state == FeedState::following) {
+                enter(f, FeedState::streaming);  // a local log goes live after its first turn (on_live)
+            }
             head_came = true;
         } else if (item.kind == LiveItem::Kind::end) {
-            f->ended = true;
-            f->how = item.how;
+            end_log(f, item.how);
         }
     }
     return head_came;
@@ -310,14 +407,14 @@ void on_appended(void* data, LiveStatus status, std::string_view)
         f->published += f->sending;
         f->sending = 0;
         live_board_bump(f->slot);  // followers in the other workers read it now
-        if (f->ended && f->published == f->len) {
+        if (ended(f) && f->published == f->len) {
             f->store->live_expire(key_of(f), ngx_max(ended_log_ttl_ms, std::uint64_t{f->conf->lock_ttl}));
         }
         flush(f);
         free_if_idle(f);
         return;
     }
-    f->broken = true;
+    enter(f, StoreCopy::given_up);
     count(Counter::live_logs_given_up);
     if (append_log.admit()) {
         ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
@@ -333,7 +430,7 @@ void on_appended(void* data, LiveStatus status, std::string_view)
 // Appends what the store does not have yet, one append in flight at a time.
 void flush(Feed* f)
 {
-    if (!f->to_store || !f->store_started || f->broken || f->call.pending() || f->published == f->len) {
+    if (f->copy != StoreCopy::appending || f->call.pending() || f->published == f->len) {
         return;
     }
     f->sending = f->len - f->published;
@@ -358,17 +455,18 @@ void flush(Feed* f)
 void on_live(ngx_event_t* ev)
 {
     auto* f = static_cast<Feed*>(ev->data);
+    if (f->state == FeedState::starting) {
+        enter(f, FeedState::publishing);
+    }
+    if (f->conf->seal_keys == nullptr) {  // with encryption at rest nothing goes to the store
+        enter(f, StoreCopy::appending);
+    }
     // Until now the body went to the capture alone (most responses end in
     // the turn they began in): the feed takes what it has over, at once.
-    std::string_view body = f->publisher != nullptr && f->publishing ? captured_body(f->publisher) : std::string_view{};
-    if (!body.empty() && add_frame(f, live_frame_overhead + body.size())) {
-        char* to = encode_live_body_header(f->log + f->len, body.size());
-        std::memcpy(to, body.data(), body.size());
-        f->len = static_cast<std::size_t>(to - f->log) + body.size();
-        take_in(f);
+    std::string_view body = f->publisher != nullptr ? captured_body(f->publisher) : std::string_view{};
+    if (!body.empty()) {
+        add_body(f, body);
     }
-    f->live = true;
-    f->store_started = f->to_store;
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: the response published as \"%V\" is live",
                    &f->node.str);
     flush(f);
@@ -378,11 +476,21 @@ void on_live(ngx_event_t* ev)
 bool add_frame(Feed* f, std::size_t size)
 {
     if (!reserve(f, size)) {
-        f->publishing = false;  // out of memory: its followers are cut off
-        f->ended = true;
-        f->how = LiveEnd::aborted;
+        end_log(f, LiveEnd::aborted);  // out of memory: its followers are cut off
         return false;
     }
+    return true;
+}
+
+bool add_body(Feed* f, std::string_view bytes)
+{
+    if (!add_frame(f, live_frame_overhead + bytes.size())) {
+        return false;
+    }
+    char* to = encode_live_body_header(f->log + f->len, bytes.size());
+    std::memcpy(to, bytes.data(), bytes.size());
+    f->len = static_cast<std::size_t>(to - f->log) + bytes.size();
+    take_in(f);
     return true;
 }
 
@@ -392,19 +500,19 @@ void read_log(Feed* f);
 
 void read_later(Feed* f, bool grew)
 {
-    ngx_msec_t first = f->has_head ? read_first : read_waiting_first;
-    ngx_msec_t most = f->has_head ? read_streaming_max : read_waiting_max;
+    bool streaming = f->state == FeedState::streaming;
+    ngx_msec_t first = streaming ? read_first : read_waiting_first;
+    ngx_msec_t most = streaming ? read_streaming_max : read_waiting_max;
     f->read_delay = grew ? first : ngx_min(ngx_max(f->read_delay * 2, first), most);
     f->read_due = ngx_current_msec + f->read_delay;
-    ngx_add_timer(&f->next_read, f->has_head ? ngx_min(board_tick, f->read_delay) : f->read_delay);
+    ngx_add_timer(&f->next_read, streaming ? ngx_min(board_tick, f->read_delay) : f->read_delay);
 }
 
 void cut_off(Feed* f, const char* why)
 {
     ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0, "idempotency: the live log \"%V\" %s: its followers are cut off",
                   &f->node.str, why);
-    f->ended = true;
-    f->how = LiveEnd::aborted;
+    end_log(f, LiveEnd::aborted);
 }
 
 void on_read(void* data, LiveStatus status, std::string_view bytes)
@@ -445,10 +553,10 @@ void on_read(void* data, LiveStatus status, std::string_view bytes)
         break;
     }
     bool head_came = grew && take_in(f);
-    if (!f->ended) {
+    if (!ended(f)) {
         read_later(f, grew);
     }
-    if (grew || f->ended) {
+    if (grew || ended(f)) {
         tell(f, head_came);
     } else {
         free_if_idle(f);
@@ -469,7 +577,7 @@ void read_log(Feed* f)
 void on_next_read(ngx_event_t* ev)
 {
     auto* f = static_cast<Feed*>(ev->data);
-    if (f->has_head && live_board_read(f->slot) == f->seen
+    if (f->state == FeedState::streaming && live_board_read(f->slot) == f->seen
         && static_cast<ngx_msec_int_t>(f->read_due - ngx_current_msec) > 0) {
         ngx_add_timer(&f->next_read, board_tick);
         return;
@@ -488,9 +596,7 @@ void make_local(Feed* f)
     f->len = 0;
     f->good = 0;
     f->read = {};
-    f->has_head = false;
-    f->live = false;
-    f->ended = false;
+    enter(f, FeedState::opened);
 }
 
 }  // namespace
@@ -511,31 +617,27 @@ Feed* feed_open(RequestCtx* ctx) noexcept
     Feed* f = find(live);
     if (f != nullptr) {
         make_local(f);
-    } else if ((f = new_feed(ctx, live)) == nullptr) {
+    } else if ((f = new_feed(ctx, live, FeedState::opened)) == nullptr) {
         return nullptr;
     }
     f->conf = ctx->conf;
     f->publisher = ctx;
-    f->local = true;
-    f->held = true;
-    f->to_store = ctx->conf->seal_keys == nullptr;
     return f;
 }
 
 void feed_publish(Feed* f, RequestCtx* ctx, std::uint16_t status, const Header* headers, std::size_t count,
                   const ResponseExtras& extras) noexcept
 {
-    if (!f->held || f->publishing || f->ended || (extras.flags & expect_trailers) != 0) {
+    if (f->state != FeedState::opened || (extras.flags & expect_trailers) != 0) {
         return;  // a response with trailers is not joined: its duplicates get it whole from the store
     }
     std::size_t head = live_head_size(headers, count, extras);
-    if (head == 0 || !add_frame(f, live_start_size + head)) {
-        f->ended = false;  // nothing was published: the waiters go on waiting for the store
-        return;
+    if (head == 0 || !reserve(f, live_start_size + head)) {
+        return;  // nothing was published: the waiters go on waiting for the store
     }
-    f->publishing = true;
     f->len += encode_live_start(f->log);
     f->len += encode_live_head(f->log + f->len, ctx->fingerprint, status, headers, count, extras);
+    enter(f, FeedState::starting);
     take_in(f);
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: publishing the response to \"%V\" under \"%V\"", &ctx->claim.key, &f->node.str);
@@ -544,34 +646,29 @@ void feed_publish(Feed* f, RequestCtx* ctx, std::uint16_t status, const Header* 
 
 void feed_body(Feed* f, std::string_view bytes) noexcept
 {
-    if (!f->publishing || !f->live || bytes.empty()) {
+    if (f->state != FeedState::publishing || bytes.empty()) {
         return;  // before it is live, the body is kept by the capture alone (on_live)
     }
-    if (!add_frame(f, live_frame_overhead + bytes.size())) {
-        tell(f, false);
-        return;
+    if (add_body(f, bytes)) {
+        flush(f);
     }
-    char* to = encode_live_body_header(f->log + f->len, bytes.size());
-    std::memcpy(to, bytes.data(), bytes.size());
-    f->len = static_cast<std::size_t>(to - f->log) + bytes.size();
-    take_in(f);
-    flush(f);
     tell(f, false);
 }
 
 void feed_end(Feed* f, LiveEnd how) noexcept
 {
-    f->held = false;
     f->publisher = nullptr;
-    if (!f->publishing) {  // never published, or cut off already (out of memory)
-        if (f->ended && f->has_head) {
+    if (f->state != FeedState::starting && f->state != FeedState::publishing) {
+        if (f->state == FeedState::ended) {  // cut off already (out of memory)
             tell(f, false);
-        } else {
-            free_if_idle(f);
+            return;
         }
+        if (f->state == FeedState::opened) {  // never published
+            enter(f, FeedState::dropped);
+        }
+        free_if_idle(f);
         return;
     }
-    f->publishing = false;
     if (add_frame(f, live_end_size)) {
         f->len += encode_live_end(f->log + f->len, how);
         take_in(f);
@@ -588,7 +685,7 @@ void feed_end(Feed* f, LiveEnd how) noexcept
 
 void feed_renew(Feed* f) noexcept
 {
-    if (f->to_store && f->store_started && !f->broken && f->publishing) {
+    if (f->copy == StoreCopy::appending && f->state == FeedState::publishing) {
         f->store->live_expire(key_of(f), f->conf->lock_ttl);
     }
 }
@@ -597,7 +694,7 @@ void feed_renew(Feed* f) noexcept
 
 bool feed_has_head(const Feed* f) noexcept
 {
-    return f->has_head && f->live;
+    return f->state == FeedState::streaming || f->state == FeedState::publishing || f->state == FeedState::ended;
 }
 
 std::string_view feed_log(const Feed* f) noexcept
@@ -608,7 +705,7 @@ std::string_view feed_log(const Feed* f) noexcept
 bool feed_ended(const Feed* f, LiveEnd& how) noexcept
 {
     how = f->how;
-    return f->ended;
+    return ended(f);
 }
 
 Record feed_head(const Feed* f) noexcept
@@ -638,7 +735,7 @@ bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept
         if (ctx->conf->seal_keys != nullptr || ctx->claim.store == nullptr) {
             return false;  // with encryption at rest nothing is published to follow
         }
-        f = new_feed(ctx, live);
+        f = new_feed(ctx, live, FeedState::following);
         if (f == nullptr) {
             return false;
         }
@@ -648,7 +745,8 @@ bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept
     ctx->join.feed = f;
     ctx->join.joined = false;
     ngx_queue_insert_tail(&f->watchers, &ctx->join.link);
-    if (!f->local && !f->call.pending() && !f->next_read.timer_set && !f->ended) {
+    bool reads = f->state == FeedState::following || f->state == FeedState::streaming;
+    if (reads && !f->call.pending() && !f->next_read.timer_set) {
         read_log(f);  // its answer comes later, at the earliest on the next turn
     }
     return feed_has_head(f);
