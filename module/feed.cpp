@@ -6,7 +6,6 @@
 #include <new>
 #include <utility>
 
-#include "join.hpp"
 #include "live_board.hpp"
 #include "log_limit.hpp"
 #include "metrics.hpp"
@@ -93,8 +92,8 @@ struct Feed {
     Store* store;
     LocConf* conf;          // the publisher's, or the first follower's
     Digest fingerprint;
-    ngx_queue_t watchers;   // by Join::link: waiting for the head
-    ngx_queue_t joiners;    // by Join::link: sent each byte as it comes
+    ngx_queue_t watchers;   // by Follower::link: waiting for the head
+    ngx_queue_t joiners;    // by Follower::link: sent each byte as it comes
     char* log;              // ngx_alloc'd: the live log as far as it is known
     std::size_t len;
     std::size_t capacity;
@@ -316,11 +315,11 @@ void tell_now(Feed* f, bool head_came)
     f->busy++;
     if (head_came) {
         while (!ngx_queue_empty(&f->watchers)) {
-            auto* ctx = ngx_queue_data(ngx_queue_head(&f->watchers), RequestCtx, join.link);
-            ngx_queue_remove(&ctx->join.link);
-            ngx_queue_insert_tail(&f->joiners, &ctx->join.link);
-            ctx->join.joined = true;
-            join_ready(ctx);  // it joins, or leaves
+            auto* ctx = ngx_queue_data(ngx_queue_head(&f->watchers), RequestCtx, follower.link);
+            ngx_queue_remove(&ctx->follower.link);
+            ngx_queue_insert_tail(&f->joiners, &ctx->follower.link);
+            ctx->follower.joined = true;
+            ctx->follower.tell.ready(ctx);  // it joins, or leaves
         }
     }
     ngx_queue_t untold;
@@ -333,7 +332,8 @@ void tell_now(Feed* f, bool head_came)
         ngx_queue_t* q = ngx_queue_head(&untold);
         ngx_queue_remove(q);
         ngx_queue_insert_tail(&f->joiners, q);
-        join_more(ngx_queue_data(q, RequestCtx, join.link));
+        auto* ctx = ngx_queue_data(q, RequestCtx, follower.link);
+        ctx->follower.tell.more(ctx);
     }
     f->busy--;
     free_if_idle(f);
@@ -713,7 +713,7 @@ Record feed_head(const Feed* f) noexcept
     return *decode_record({f->log + f->head_at + live_frame_overhead, f->head_len - live_frame_overhead});
 }
 
-bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept
+bool feed_follow(RequestCtx* ctx, std::string_view claim, FeedTell tell) noexcept
 {
     std::optional<Record> original = decode_record(claim);
     if (!original || original->kind != RecordKind::claim) {
@@ -725,10 +725,10 @@ bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept
     }
     std::string_view live{reinterpret_cast<char*>(key), live_key(ctx, original->token, key)};
     Feed* f = find(live);
-    if (ctx->join.feed != nullptr && ctx->join.feed != f) {
+    if (ctx->follower.feed != nullptr && ctx->follower.feed != f) {
         feed_leave(ctx);  // the original it followed was released; another took its place
     }
-    if (ctx->join.feed == f && f != nullptr) {
+    if (ctx->follower.feed == f && f != nullptr) {
         return feed_has_head(f);
     }
     if (f == nullptr) {
@@ -742,9 +742,8 @@ bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                        "idempotency: following the live log \"%V\" in the store", &f->node.str);
     }
-    ctx->join.feed = f;
-    ctx->join.joined = false;
-    ngx_queue_insert_tail(&f->watchers, &ctx->join.link);
+    ctx->follower = {f, {}, false, tell};
+    ngx_queue_insert_tail(&f->watchers, &ctx->follower.link);
     bool reads = f->state == FeedState::following || f->state == FeedState::streaming;
     if (reads && !f->call.pending() && !f->next_read.timer_set) {
         read_log(f);  // its answer comes later, at the earliest on the next turn
@@ -754,22 +753,23 @@ bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept
 
 void feed_attach(RequestCtx* ctx) noexcept
 {
-    if (!ctx->join.joined) {
-        ngx_queue_remove(&ctx->join.link);
-        ngx_queue_insert_tail(&ctx->join.feed->joiners, &ctx->join.link);
-        ctx->join.joined = true;
+    Follower& follower = ctx->follower;
+    if (!follower.joined) {
+        ngx_queue_remove(&follower.link);
+        ngx_queue_insert_tail(&follower.feed->joiners, &follower.link);
+        follower.joined = true;
     }
 }
 
 void feed_leave(RequestCtx* ctx) noexcept
 {
-    Feed* f = ctx->join.feed;
+    Feed* f = ctx->follower.feed;
     if (f == nullptr) {
         return;
     }
-    ngx_queue_remove(&ctx->join.link);
-    ctx->join.feed = nullptr;
-    ctx->join.joined = false;
+    ngx_queue_remove(&ctx->follower.link);
+    ctx->follower.feed = nullptr;
+    ctx->follower.joined = false;
     free_if_idle(f);
 }
 
