@@ -19,7 +19,8 @@
 // (past it the original's capture ends the log as cut), one feed per
 // original per worker whatever the number of its followers.
 // A follower is told through the functions it gave when it began to follow
-// (join.cpp's): feed.* calls nothing of join.cpp.
+// (join.cpp's): the feed's files call nothing of join.cpp. Their insides
+// are in feed_parts.hpp, the feed's life (FeedState) among them.
 // Owns the feeds and the following part of the request context (Follower);
 // must not touch the requests' responses (join.cpp sends them) nor their
 // claims.
@@ -42,7 +43,8 @@ struct FeedTell {
     void (*more)(RequestCtx* ctx);   // more of the log, or its end: a joiner sends what it can
 };
 
-// The following part of the request context, written by feed.cpp alone.
+// The following part of the request context, written by the feed's files
+// alone.
 struct Follower {
     Feed* feed;            // followed: watched, or joined; nullptr when none
     ngx_queue_t link;      // in the feed's watchers or joiners

@@ -106,8 +106,6 @@ void on_read(void* data, LiveStatus status, std::string_view bytes)
     }
 }
 
-}  // namespace
-
 void read_log(Feed* f)
 {
     f->seen = live_board_read(f->slot);
@@ -116,6 +114,8 @@ void read_log(Feed* f)
         on_read(f, LiveStatus::failed, {});
     }
 }
+
+}  // namespace
 
 // The next read is due, or the board says the log grew (or another log of
 // the slot did: a needless read); else the board is looked at again.

@@ -107,7 +107,7 @@ struct Feed {
 
 // ------------------------------------------------------ feed.cpp: the life
 
-// The feed moves on to `next`; its store copy to `next`.
+// See FeedState and StoreCopy.
 void enter(Feed* f, FeedState next);
 void enter(Feed* f, StoreCopy next);
 bool has_ended(const Feed* f);
@@ -121,32 +121,31 @@ std::string_view key_of(const Feed* f);
 // out of memory).
 std::string_view live_key(RequestCtx* ctx, std::string_view token);
 Feed* find_feed(std::string_view key);
-// A feed under `key`, from ctx's claim (nullptr: out of memory).
+// A feed under `key`, with ctx's store, configuration and fingerprint
+// (nullptr: out of memory).
 Feed* new_feed(RequestCtx* ctx, std::string_view key, FeedState first);
-// Frees f if nothing is left to do with it.
+// Frees f once no one holds, follows or uses it and its store copy is done.
 void free_if_idle(Feed* f);
 
 // --------------------------------------------------- feed.cpp: the log
 
-// Room for `more` bytes of log.
 bool reserve_log(Feed* f, std::size_t more);
 // Reads what was added to the log: the head, the end; a log that is not
 // well formed, or whose head is another request's, is cut where it went
 // bad. Returns whether the head came now.
 bool take_in(Feed* f);
-// The followers are told of what came (head_came: and the watchers that
-// the head came) on the next turn of the event loop.
+// The followers are told what came (head_came: the watchers, that the head
+// came) on the next turn of the event loop.
 void tell_followers(Feed* f, bool head_came);
 
 // ----------------------------------------- feed_publish.cpp, feed_follow.cpp
 
-// went_live's handler: the response outlived the turn it began in.
+// The handlers new_feed gives its events: went_live's (the response
+// outlived the turn it began in), next_read's (a read of the store's log
+// may be due).
 void on_live(ngx_event_t* ev);
-// next_read's handler: the next read of the store's log may be due.
 void on_next_read(ngx_event_t* ev);
-// Reads what the store's log has past what the feed has.
-void read_log(Feed* f);
-// A feed that followed the store becomes this worker's own (opened).
+// A feed that followed the store becomes this worker's own (-> opened).
 void make_local(Feed* f);
 
 }  // namespace idem
