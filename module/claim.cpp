@@ -226,7 +226,7 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
             break;
         }
         if (wait_for_original(ctx, answered)) {
-            enter(ctx, RequestState::waiting);  // and watch for its answer to begin (feed.cpp)
+            enter(ctx, RequestState::waiting);  // and watch for its answer to begin (feed_follow.cpp)
             return;
         }
         feed_leave(ctx);

@@ -7,7 +7,7 @@
 // (sse.hpp). One joiner holds at most one chunk of its own in flight: a
 // slow client slows itself alone.
 // Owns the joining part of the request context (Join); must not touch the
-// feed's log (feed.cpp) nor the claim.
+// feed's log (feed*.cpp) nor the claim.
 #pragma once
 
 #include <cstddef>
