@@ -59,7 +59,7 @@ ngx_int_t capture_upper_init(ngx_conf_t* cf);
 // The request was forwarded with the claim held: record its response.
 void capture_begin(RequestCtx* ctx) noexcept;
 // The body recorded so far (empty once it could not be kept): what a live
-// feed takes over when its response goes live (feed.cpp).
+// feed takes over when its response goes live (feed_publish.cpp).
 std::string_view captured_body(const RequestCtx* ctx) noexcept;
 // The request is over: settle a claim whose response never completed.
 void capture_settle(RequestCtx* ctx) noexcept;

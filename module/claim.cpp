@@ -19,6 +19,7 @@
 
 #include "claim_token.hpp"
 #include "feed.hpp"
+#include "join.hpp"
 #include "key_space.hpp"
 #include "lease.hpp"
 #include "live_board.hpp"
@@ -227,12 +228,12 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
         ctx->unreplayable_why = result.record != nullptr ? result.record->why : MarkerWhy::unsaid;
         break;
     case Outcome::conflict:  // the original is in flight
-        if (ctx->conf->wait != 0 && feed_follow(ctx, result.stored)) {
+        if (ctx->conf->wait != 0 && join_follow(ctx, result.stored)) {
             outcome = Outcome::joined;  // it is answering already: join it (join.cpp)
             break;
         }
         if (wait_for_original(ctx, answered)) {
-            enter(ctx, RequestState::waiting);  // and watch for its answer to begin (feed.cpp)
+            enter(ctx, RequestState::waiting);  // and watch for its answer to begin (feed_follow.cpp)
             return;
         }
         feed_leave(ctx);

@@ -18,8 +18,12 @@
 // Bounded: a feed's log holds at most idempotency_max_response_size of body
 // (past it the original's capture ends the log as cut), one feed per
 // original per worker whatever the number of its followers.
-// Owns the feeds and the joining part's registry; must not touch the
-// requests' responses (join.cpp sends them) nor their claims.
+// A follower is told through the functions it gave when it began to follow
+// (join.cpp's): the feed's files call nothing of join.cpp. Their insides
+// are in feed_parts.hpp, the feed's life (FeedState) among them.
+// Owns the feeds and the following part of the request context (Follower);
+// must not touch the requests' responses (join.cpp sends them) nor their
+// claims.
 #pragma once
 
 #include <string_view>
@@ -32,6 +36,21 @@ namespace idem {
 
 struct Feed;
 struct RequestCtx;
+
+// How the feed tells a follower what came (join.cpp gives them).
+struct FeedTell {
+    void (*ready)(RequestCtx* ctx);  // the head came: a watcher joins (or leaves)
+    void (*more)(RequestCtx* ctx);   // more of the log, or its end: a joiner sends what it can
+};
+
+// The following part of the request context, written by the feed's files
+// alone.
+struct Follower {
+    Feed* feed;            // followed: watched, or joined; nullptr when none
+    ngx_queue_t link;      // in the feed's watchers or joiners
+    bool joined;           // in the joiners (else a watcher)
+    FeedTell tell;
+};
 
 // ---------------------------------------------------------- publishing
 
@@ -67,10 +86,10 @@ Record feed_head(const Feed* feed) noexcept;
 // follows the original's feed, made here to follow the store when this
 // worker has none yet. True when the feed has its head already (ctx may
 // join now); false when ctx only watches for it (or nothing can be joined:
-// ctx->join.feed stays nullptr). The feed calls join_ready (join.hpp) for
-// each watcher once the head comes.
-bool feed_follow(RequestCtx* ctx, std::string_view claim) noexcept;
-// ctx, a watcher, becomes a joiner: it is told of every new byte (join_more).
+// ctx->follower.feed stays nullptr). Once the head comes, each watcher is
+// told through `tell.ready`.
+bool feed_follow(RequestCtx* ctx, std::string_view claim, FeedTell tell) noexcept;
+// ctx, a watcher, becomes a joiner: it is told of every new byte (tell.more).
 void feed_attach(RequestCtx* ctx) noexcept;
 // ctx stops following (answered otherwise, finished, or gone).
 void feed_leave(RequestCtx* ctx) noexcept;

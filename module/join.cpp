@@ -139,7 +139,7 @@ void pump(RequestCtx* ctx)
         return;  // its answer is on its way (join_send comes)
     }
     while (ctx->join.busy == nullptr) {  // else on_write comes when it has left
-        std::string_view log = feed_log(ctx->join.feed);
+        std::string_view log = feed_log(ctx->follower.feed);
         LiveEnd how = LiveEnd::complete;
         bool ended = false;
         if (ctx->join.pos < log.size()) {
@@ -161,7 +161,7 @@ void pump(RequestCtx* ctx)
             }
         }
         if (!ended && ctx->join.pos >= log.size()) {
-            ended = feed_ended(ctx->join.feed, how);
+            ended = feed_ended(ctx->follower.feed, how);
             if (!ended) {
                 return;  // the feed tells when more comes
             }
@@ -230,7 +230,20 @@ std::string_view body_so_far(ngx_http_request_t* r, std::string_view log)
     return {body, size};
 }
 
+// The feed's head came: ctx, a watcher, stops waiting and joins.
+void on_ready(RequestCtx* ctx)
+{
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "idempotency: the original of \"%V\" is answering: joining it", &ctx->claim.key);
+    claim_joined(ctx);
+}
+
 }  // namespace
+
+bool join_follow(RequestCtx* ctx, std::string_view claim) noexcept
+{
+    return feed_follow(ctx, claim, {on_ready, pump});
+}
 
 std::string_view resume_id(ngx_http_request_t* r) noexcept
 {
@@ -257,21 +270,9 @@ std::size_t resume_offset(ngx_http_request_t* r, std::string_view id, std::strin
     return offset;
 }
 
-void join_ready(RequestCtx* ctx) noexcept
-{
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
-                   "idempotency: the original of \"%V\" is answering: joining it", &ctx->claim.key);
-    claim_joined(ctx);
-}
-
-void join_more(RequestCtx* ctx) noexcept
-{
-    pump(ctx);
-}
-
 ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept
 {
-    Feed* feed = ctx->join.feed;
+    Feed* feed = ctx->follower.feed;
     enter(ctx, RequestState::joining);
     feed_attach(ctx);
     // the head copied: its headers live as long as the request

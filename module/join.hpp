@@ -7,7 +7,7 @@
 // (sse.hpp). One joiner holds at most one chunk of its own in flight: a
 // slow client slows itself alone.
 // Owns the joining part of the request context (Join); must not touch the
-// feed's log (feed.cpp) nor the claim.
+// feed's log (feed*.cpp) nor the claim.
 #pragma once
 
 #include <cstddef>
@@ -18,15 +18,11 @@
 
 namespace idem {
 
-struct Feed;
 struct RequestCtx;
 
-// The joining part of the request context: feed.cpp links it, join.cpp
-// sends from it.
+// The joining part of the request context, written by join.cpp alone (the
+// feed it follows is the request's Follower, feed.hpp).
 struct Join {
-    Feed* feed;            // followed: watched, or joined; nullptr when none
-    ngx_queue_t link;      // in the feed's watchers or joiners
-    bool joined;           // in the joiners (else a watcher)
     std::size_t pos;       // in the feed's log: the next frame to read
     std::size_t in_frame;  // of that frame's body: what was sent already
     LiveReadState read;
@@ -35,10 +31,10 @@ struct Join {
     ngx_chain_t* busy;
 };
 
-// The feed's head came: ctx, a watcher, stops waiting and joins.
-void join_ready(RequestCtx* ctx) noexcept;
-// The feed has more (or its end): ctx sends what it can.
-void join_more(RequestCtx* ctx) noexcept;
+// ctx found its original in flight, holding the claim record `claim`: it
+// follows the original's feed (feed_follow), and joins once its head comes.
+// True when it may join now.
+bool join_follow(RequestCtx* ctx, std::string_view claim) noexcept;
 
 // The request's answer is to join (Outcome::joined): sends the head and
 // what there is, then goes on as the feed grows. Returns what the

@@ -20,7 +20,7 @@ enum class Counter : unsigned {
     stores_kept_for_memory,  // responses Redis refused for memory (OOM), their claims kept for idempotency_ttl
     oom_markers,  // ... of which the worker held only the marker (idempotency_redis_oom_buffer full)
     redis_tls_failures,  // TLS handshakes or certificate checks that failed
-    live_logs_given_up,  // live logs whose appends failed (feed.cpp)
+    live_logs_given_up,  // live logs whose appends failed (feed_publish.cpp)
     wait_timeouts,  // duplicates whose idempotency_wait ran out with the original in flight (wait.cpp)
     compressed_records, compression_saved_bytes,  // records kept compressed, and the bytes that saved (compression.hpp)
     count_,

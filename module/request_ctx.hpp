@@ -11,6 +11,7 @@
 #include "claim.hpp"
 #include "client_gone.hpp"
 #include "conf.hpp"
+#include "feed.hpp"
 #include "join.hpp"
 #include "outcome.hpp"
 #include "wait.hpp"
@@ -122,7 +123,8 @@ struct RequestCtx {
     Wait wait;             // wait.hpp: idempotency_wait
     Capture capture;       // capture.hpp: the response record being built
     ClientGuard client;    // client_gone.hpp: the handlers wrapped against client aborts
-    Join join;             // join.hpp: the original's response followed live
+    Follower follower;     // feed.hpp: the original's feed followed
+    Join join;             // join.hpp: the original's response sent as it streams
     PieceReplay* pieces;   // piece_replay.cpp: a response kept in pieces, replayed
     // Run by the request pool's cleanup: the handler that made the context
     // says what its end stops and settles (a floor below it cannot name it).
