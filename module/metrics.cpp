@@ -164,8 +164,10 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
     put(t, "# HELP idempotency_zone_full_total Zone store operations refused for lack of room in the zone.\n"
            "# TYPE idempotency_zone_full_total counter\n"
            "idempotency_zone_full_total{operation=\"claim\"} %uA\n"
-           "idempotency_zone_full_total{operation=\"store\"} %uA\n",
-        c[static_cast<unsigned>(Counter::zone_full_claims)], c[static_cast<unsigned>(Counter::zone_full_stores)]);
+           "idempotency_zone_full_total{operation=\"store\"} %uA\n"
+           "idempotency_zone_full_total{operation=\"live\"} %uA\n",
+        c[static_cast<unsigned>(Counter::zone_full_claims)], c[static_cast<unsigned>(Counter::zone_full_stores)],
+        c[static_cast<unsigned>(Counter::zone_full_live)]);
     put_histogram(t, "idempotency_redis_rtt_seconds", "Round-trip time of Redis commands.", rtt_bounds_us,
                   shared->rtt, shared->rtt_sum_us, 1);
     put_histogram(t, "idempotency_wait_seconds", "Time duplicates spent waiting for the original (idempotency_wait).",

@@ -15,7 +15,7 @@ namespace idem {
 
 enum class Counter : unsigned {
     redis_commands, redis_errors, redis_timeouts, redis_reconnects, stored_responses, stored_bytes,
-    zone_full_claims, zone_full_stores,  // the shared memory zone store had no room
+    zone_full_claims, zone_full_stores, zone_full_live,  // the shared memory zone store had no room
     abandoned_stores, abandoned_releases,  // owed to Redis, given up after retrying or at worker exit
     stores_kept_for_memory,  // responses Redis refused for memory (OOM), their claims kept for idempotency_ttl
     oom_markers,  // ... of which the worker held only the marker (idempotency_redis_oom_buffer full)

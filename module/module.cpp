@@ -315,7 +315,7 @@ ngx_int_t postconfiguration(ngx_conf_t* cf)
         return NGX_ERROR;
     }
     *h = precontent_handler;
-    if (metrics_zone_add(cf) != NGX_OK || live_board_add(cf) != NGX_OK) {
+    if (!zone::keeps_records(cf) || metrics_zone_add(cf) != NGX_OK || live_board_add(cf) != NGX_OK) {
         return NGX_ERROR;
     }
     return capture_upper_init(cf);

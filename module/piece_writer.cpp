@@ -210,7 +210,8 @@ void send(PieceWriter* w)
     char key[max_piece_key_size];
     std::string_view name = piece_key(w, w->written - 1, key);
     w->at = PieceAt::written;
-    if (w->store->live_append(name, 0, {w->value, w->value_size}, w->piece_ttl_ms, on_piece, w) != nullptr) {
+    if (w->store->live_append(name, 0, {w->value, w->value_size}, w->piece_ttl_ms, on_piece, w, LiveKind::piece)
+        != nullptr) {
         return;
     }
     if (again_later(w, "the store cannot be reached")) {

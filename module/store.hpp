@@ -57,6 +57,9 @@ using ClaimCallback = void (*)(void* data, const ClaimResult& result);
 enum class LiveStatus : std::uint8_t { done, gone, failed, lost };
 using LiveCallback = void (*)(void* data, LiveStatus status, std::string_view bytes);
 
+// What a live log's bytes are: a response's live log, or one of its pieces.
+enum class LiveKind { log, piece };
+
 // A live log's operation in flight; the callback is not run once it is
 // abandoned (LiveStore::live_abandon).
 struct LiveOp {
@@ -222,8 +225,11 @@ public:
     // from one that did not grow only when `may_be_gone` asks (Redis then
     // needs a script). nullptr when the store cannot be reached now;
     // otherwise the callback runs once, unless the operation is abandoned.
+    // `kind` says what the bytes are, for what a store reports when it has
+    // no room for them (the zone: a piece is part of a response's store).
     virtual LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes,
-                                std::uint64_t ttl_ms, LiveCallback callback, void* data) noexcept = 0;
+                                std::uint64_t ttl_ms, LiveCallback callback, void* data,
+                                LiveKind kind = LiveKind::log) noexcept = 0;
     virtual LiveOp* live_read(std::string_view key, std::uint64_t at, bool may_be_gone, LiveCallback callback,
                               void* data) noexcept = 0;
     virtual void live_abandon(LiveOp* op) noexcept = 0;

@@ -330,3 +330,34 @@ qr/\[error\] .*idempotency: the record under "idem:[0-9a-f]{64}" does not open: 
 --- request
 GET /_count/z/19
 --- response_body: 1
+
+
+=== TEST 14: a response kept in pieces that finds no room for a piece: counted and logged as zone full, the store's
+--- http_config
+idempotency_compress off;
+idempotency_zone zone=pieces:256k;
+--- config eval
+main::idem_location('idempotency_store zone=pieces', 'idempotency_max_response_size 8m', 'idempotency_piece_size 64k')
+. main::location_conf('= /metrics', 'idempotency_metrics')
+--- request
+POST /z/20?size=1000000
+x
+--- more_headers
+Idempotency-Key: z-20
+--- error_code: 201
+--- response_body_like: \A[a-zA-Z0-9\n]+\z
+--- response_headers
+Content-Length: 1000000
+--- error_log eval
+qr/\[error\] .*idempotency: zone "pieces" is full: a piece of a response \("\{idem:[0-9a-f]{64}\}:p[0-9a-f]{32}:[0-9a-f]{8}"\) is not stored, the response's retries get 410/
+
+
+=== TEST 15: ... its retry gets 410, the upstream ran once, the metrics count it as a store
+--- request eval
+["POST /z/20?size=1000000\nx", "GET /_count/z/20", "GET /metrics"]
+--- more_headers eval
+["Idempotency-Key: z-20", "", ""]
+--- error_code eval
+[410, 200, 200]
+--- response_body_like eval
+[qr/"status":410[,}]/, qr/\A1\z/, qr/^idempotency_zone_full_total\{operation="store"\} [1-9]\d*$/m]

@@ -15,7 +15,7 @@ namespace idem::redis {
 // read is `GETRANGE L at -1`, or, when it may be gone, a short script
 // sent whole (EVAL: Redis keeps it compiled, no NOSCRIPT round).
 LiveOp* RedisStore::live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
-                                LiveCallback callback, void* data) noexcept
+                                LiveCallback callback, void* data, LiveKind) noexcept
 {
     // the bytes are not kept with the operation: the command is made
     // from them now (the connection's pipeline holds them until they

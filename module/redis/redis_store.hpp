@@ -55,7 +55,7 @@ public:
 
     // LiveStore and PieceStore (redis_live.cpp)
     LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
-                        LiveCallback callback, void* data) noexcept override;
+                        LiveCallback callback, void* data, LiveKind kind) noexcept override;
     LiveOp* live_read(std::string_view key, std::uint64_t at, bool may_be_gone, LiveCallback callback,
                       void* data) noexcept override;
     void live_abandon(LiveOp* op) noexcept override { op->callback = nullptr; }

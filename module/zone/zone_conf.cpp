@@ -17,6 +17,43 @@ namespace {
 // metrics zone) is refused by nginx instead of being shared.
 char zone_tag;
 
+// Whether a zone of the running configuration holds a claim or record that
+// has not expired. Asked in the master during a reload: it maps the zone.
+bool holds_live(const ngx_shm_zone_t* zone) noexcept
+{
+    auto* store = static_cast<const ZoneStore*>(zone->data);
+    if (store == nullptr || !store->attached()) {
+        return false;
+    }
+    ngx_slab_pool_t* pool = store->pool();
+    Shared* sh = store->shared();
+    ngx_shmtx_lock(&pool->mutex);
+    ngx_rbtree_node_t* n = sh->by_expiry.root;
+    bool live = n != sh->by_expiry.sentinel;
+    if (live) {
+        while (n->right != sh->by_expiry.sentinel) {
+            n = n->right;  // the latest expiry
+        }
+        live = static_cast<ngx_msec_int_t>(n->key - ngx_current_msec) > 0;
+    }
+    ngx_shmtx_unlock(&pool->mutex);
+    return live;
+}
+
+const ngx_shm_zone_t* find_zone(ngx_list_t& zones, const ngx_str_t& name) noexcept
+{
+    for (ngx_list_part_t* part = &zones.part; part != nullptr; part = part->next) {
+        auto* zone = static_cast<ngx_shm_zone_t*>(part->elts);
+        for (ngx_uint_t i = 0; i < part->nelts; i++) {
+            if (zone[i].tag == &zone_tag && zone[i].shm.name.len == name.len
+                && ngx_strncmp(zone[i].shm.name.data, name.data, name.len) == 0) {
+                return &zone[i];
+            }
+        }
+    }
+    return nullptr;
+}
+
 // A reload hands the old configuration's store to the new one: the records
 // stay where they are (nginx keeps a zone whose name and size are unchanged).
 ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
@@ -46,6 +83,10 @@ ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
         return NGX_ERROR;
     }
     ngx_sprintf(pool->log_ctx, " in idempotency zone \"%V\"%Z", &shm_zone->shm.name);
+    ngx_log_error(NGX_LOG_NOTICE, shm_zone->shm.log, 0,
+                  "idempotency zone \"%V\" (%uzK) starts empty: a reload keeps its records, a restart or a binary "
+                  "upgrade does not",
+                  &shm_zone->shm.name, shm_zone->shm.size / 1024);
     pool->log_nomem = 0;  // a full zone is reported by the store, once per second
     store->attach(sh, pool);
     return NGX_OK;
@@ -114,6 +155,46 @@ char* set_zone(ngx_conf_t* cf, ngx_command_t*, void*)
         return static_cast<char*>(NGX_CONF_ERROR);
     }
     return make_store(cf, shm) ? NGX_CONF_OK : static_cast<char*>(NGX_CONF_ERROR);
+}
+
+bool keeps_records(ngx_conf_t* cf) noexcept
+{
+    ngx_cycle_t* old = cf->cycle->old_cycle;
+    if (old == nullptr || old->shared_memory.part.elts == nullptr) {
+        return true;  // a start, or nginx -t: no running zone to lose
+    }
+    for (ngx_list_part_t* part = &old->shared_memory.part; part != nullptr; part = part->next) {
+        auto* zone = static_cast<ngx_shm_zone_t*>(part->elts);
+        for (ngx_uint_t i = 0; i < part->nelts; i++) {
+            if (zone[i].tag != &zone_tag) {
+                continue;
+            }
+            const ngx_shm_zone_t* next = find_zone(cf->cycle->shared_memory, zone[i].shm.name);
+            if (next != nullptr && next->shm.size == zone[i].shm.size) {
+                continue;  // kept: nginx hands the same memory on
+            }
+            if (!holds_live(&zone[i])) {
+                continue;  // nothing to lose
+            }
+            if (next != nullptr) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "idempotency_zone \"%V\": its size changes from %uzK to %uzK while it holds claims "
+                                   "or stored responses, which nginx would drop with the old zone (their retries would "
+                                   "execute again): keep %uzK in this reload, and change the size with a restart, "
+                                   "which starts the zone empty",
+                                   &zone[i].shm.name, zone[i].shm.size / 1024, next->shm.size / 1024,
+                                   zone[i].shm.size / 1024);
+            } else {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "idempotency_zone \"%V\" (%uzK) is gone from the configuration while it holds "
+                                   "claims or stored responses, which nginx would drop with it (their retries would "
+                                   "execute again): keep it in this reload, or rename or remove it with a restart",
+                                   &zone[i].shm.name, zone[i].shm.size / 1024);
+            }
+            return false;
+        }
+    }
+    return true;
 }
 
 char* set_store(ngx_conf_t* cf, ngx_command_t*, void* conf)

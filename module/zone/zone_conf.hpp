@@ -18,6 +18,12 @@ ngx_shm_zone_t* add_zone(ngx_conf_t* cf, ngx_str_t& name, size_t size) noexcept;
 // The store over a zone just defined, set up when nginx maps the zone.
 bool make_store(ngx_conf_t* cf, ngx_shm_zone_t* shm) noexcept;
 
+// A reload (run in the master) that would drop a running zone holding
+// claims or stored responses — its size changed, or it is gone or renamed —
+// is refused with an [emerg] naming the zone: nginx would start the new
+// zone empty and those keys' retries would execute again. False then.
+bool keeps_records(ngx_conf_t* cf) noexcept;
+
 // Whether the zone idempotency_store named was defined by idempotency_zone.
 bool defined(const ngx_shm_zone_t* zone) noexcept;
 

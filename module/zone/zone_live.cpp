@@ -5,15 +5,41 @@
 
 #include <cstring>
 
+#include "../log_limit.hpp"
+#include "../metrics.hpp"
 #include "../pieces.hpp"
 
 namespace idem::zone {
+
+namespace {
+
+LogLimiter full_piece_log, full_live_log;
+
+}  // namespace
+
+// No room for a piece means no room for its response (the record that lists
+// the pieces becomes the unreplayable marker: 410), so it counts as a store
+// refused; no room for a live log cuts off its followers in other workers.
+void ZoneStore::live_full(std::string_view key, LiveKind kind) noexcept
+{
+    bool piece = kind == LiveKind::piece;
+    count(piece ? Counter::zone_full_stores : Counter::zone_full_live);
+    LogLimiter& limiter = piece ? full_piece_log : full_live_log;
+    if (limiter.admit()) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      piece ? "idempotency: zone \"%V\" is full: a piece of a response (\"%*s\") is not stored, the "
+                              "response's retries get 410 (%ui since the last line)"
+                            : "idempotency: zone \"%V\" is full: the live log \"%*s\" is given up, its followers in "
+                              "other workers are cut off (%ui since the last line)",
+                      &shm_->shm.name, key.size(), key.data(), limiter.take());
+    }
+}
 
 // Live logs: records of their own in the zone, grown in place while
 // there is room, else moved to a node twice the size. An append is
 // made at once, and answered on the next event-loop turn.
 LiveOp* ZoneStore::live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
-                               LiveCallback callback, void* data) noexcept
+                               LiveCallback callback, void* data, LiveKind kind) noexcept
 {
     LiveOp* op = new_live_op(this, key, {}, callback, data, ngx_cycle->log);
     if (op != nullptr) {
@@ -22,7 +48,11 @@ LiveOp* ZoneStore::live_append(std::string_view key, std::uint64_t at, std::stri
         op->ttl_ms = ttl_ms;
         // made now, as a Redis command would be sent now: whatever the
         // worker writes next (a record listing pieces) lands after it
-        op->status = append_live(op, bytes);
+        bool no_room = false;
+        op->status = append_live(op, bytes, no_room);
+        if (no_room) {
+            live_full(key, kind);
+        }
         post_live(op);
     }
     return op;
@@ -81,7 +111,7 @@ void ZoneStore::post_live(LiveOp* op) noexcept
 }
 
 // Appends `bytes` to op's log if it ends at op->at (0: makes it).
-LiveStatus ZoneStore::append_live(const LiveOp* op, std::string_view bytes) noexcept
+LiveStatus ZoneStore::append_live(const LiveOp* op, std::string_view bytes, bool& no_room) noexcept
 {
     std::string_view key = op->args[0];
     ngx_rbtree_key_t hash = hash_of(key);
@@ -91,6 +121,7 @@ LiveStatus ZoneStore::append_live(const LiveOp* op, std::string_view bytes) noex
     LiveStatus status = LiveStatus::gone;
     if (n == nullptr && op->at == 0) {
         n = insert(key, hash, bytes, now, now + op->ttl_ms);
+        no_room = n == nullptr;
         status = n != nullptr ? LiveStatus::done : LiveStatus::failed;
     } else if (n != nullptr && n->value_len == op->at) {
         size_t need = n->value_len + bytes.size();
@@ -98,6 +129,7 @@ LiveStatus ZoneStore::append_live(const LiveOp* op, std::string_view bytes) noex
             Node* grown = allocate(key.size(), ngx_max(need, 2 * static_cast<size_t>(n->capacity)), now);
             if (grown == nullptr) {
                 unlock(Section::live);
+                no_room = true;
                 return LiveStatus::failed;
             }
             std::memcpy(grown->data, n->data, n->key_len + n->value_len);

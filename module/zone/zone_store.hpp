@@ -45,7 +45,7 @@ public:
 
     // LiveStore and PieceStore (zone_live.cpp)
     LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
-                        LiveCallback callback, void* data) noexcept override;
+                        LiveCallback callback, void* data, LiveKind kind) noexcept override;
     LiveOp* live_read(std::string_view key, std::uint64_t at, bool, LiveCallback callback, void* data) noexcept override;
     LiveOp* pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
                         void* data) noexcept override;
@@ -62,7 +62,8 @@ private:
     static void on_peek_event(ngx_event_t* ev);
 
     void post_live(LiveOp* op) noexcept;
-    LiveStatus append_live(const LiveOp* op, std::string_view bytes) noexcept;
+    LiveStatus append_live(const LiveOp* op, std::string_view bytes, bool& no_room) noexcept;
+    void live_full(std::string_view key, LiveKind kind) noexcept;
     LiveStatus read_live(const LiveOp* op, RecordBytes& out) noexcept;
     LiveStatus look_pieces(const LiveOp* op, RecordBytes& out) noexcept;
     static void on_live_event(ngx_event_t* ev);
