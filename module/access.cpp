@@ -39,6 +39,8 @@ void cleanup(RequestCtx* ctx)
     count_outcome(ctx->outcome);
 }
 
+const RequestHooks hooks{cleanup, &join_tell};
+
 // ---------------------------------------------------------------- answers
 
 // What the pre-content phase returns once the claim is decided. Runs again
@@ -177,7 +179,7 @@ ngx_int_t precontent_handler(ngx_http_request_t* r)
         return pass_keyless(r);
     }
 
-    ctx = create_ctx(r, conf, cleanup);
+    ctx = create_ctx(r, conf, &hooks);
     if (ctx == nullptr) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }

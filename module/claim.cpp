@@ -19,7 +19,6 @@
 
 #include "claim_token.hpp"
 #include "feed.hpp"
-#include "join.hpp"
 #include "key_space.hpp"
 #include "lease.hpp"
 #include "live_board.hpp"
@@ -228,7 +227,7 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
         ctx->unreplayable_why = result.record != nullptr ? result.record->why : MarkerWhy::unsaid;
         break;
     case Outcome::conflict:  // the original is in flight
-        if (ctx->conf->wait != 0 && join_follow(ctx, result.stored)) {
+        if (ctx->conf->wait != 0 && feed_follow(ctx, result.stored, *ctx->hooks->follow)) {
             outcome = Outcome::joined;  // it is answering already: join it (join.cpp)
             break;
         }

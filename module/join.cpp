@@ -9,7 +9,7 @@
 
 #include "claim.hpp"
 #include "feed.hpp"
-#include "replay.hpp"
+#include "replay_head.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
 #include "sse.hpp"
@@ -18,8 +18,6 @@ namespace idem {
 namespace {
 
 constexpr std::size_t chunk_size = 16 * 1024;  // the most one joiner holds in flight
-
-ngx_str_t last_event_id = ngx_string("last-event-id");
 
 const ngx_buf_tag_t join_tag = reinterpret_cast<ngx_buf_tag_t>(&ngx_http_idempotency_module);
 
@@ -240,35 +238,7 @@ void on_ready(RequestCtx* ctx)
 
 }  // namespace
 
-bool join_follow(RequestCtx* ctx, std::string_view claim) noexcept
-{
-    return feed_follow(ctx, claim, {on_ready, pump});
-}
-
-std::string_view resume_id(ngx_http_request_t* r) noexcept
-{
-    const ngx_str_t& type = r->headers_out.content_type;
-    if (type.len == 0 || !is_event_stream({reinterpret_cast<char*>(type.data), type.len})) {
-        return {};
-    }
-    std::string_view id;
-    for_each_header(r->headers_in.headers, [&](ngx_table_elt_t& h) {
-        if (h.key.len == last_event_id.len && ngx_strncasecmp(h.key.data, last_event_id.data, h.key.len) == 0) {
-            id = {reinterpret_cast<char*>(h.value.data), h.value.len};
-            return false;
-        }
-        return true;
-    });
-    return id;
-}
-
-std::size_t resume_offset(ngx_http_request_t* r, std::string_view id, std::string_view body) noexcept
-{
-    std::size_t offset = sse_resume_offset(body, id);
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "idempotency: event stream resumed after its Last-Event-ID at byte %uz of %uz", offset, body.size());
-    return offset;
-}
+const FeedTell join_tell{on_ready, pump};
 
 ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept
 {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <string_view>
 
+#include "feed.hpp"
 #include "live_log.hpp"
 #include "ngx.hpp"
 
@@ -31,21 +32,14 @@ struct Join {
     ngx_chain_t* busy;
 };
 
-// ctx found its original in flight, holding the claim record `claim`: it
-// follows the original's feed (feed_follow), and joins once its head comes.
-// True when it may join now.
-bool join_follow(RequestCtx* ctx, std::string_view claim) noexcept;
+// How a duplicate that follows its original's feed (feed_follow) is told:
+// it joins once the head comes, then sends what the log brings. The access
+// handler hands it to the claim (RequestHooks), a floor below the answers.
+extern const FeedTell join_tell;
 
 // The request's answer is to join (Outcome::joined): sends the head and
 // what there is, then goes on as the feed grows. Returns what the
 // pre-content phase returns.
 ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept;
-
-// A retry of an event stream (docs/design.md#event-stream-resume), once its
-// response headers are set: the request's Last-Event-ID if the response is
-// an event stream (empty: none, or not an event stream), and where in the
-// stream's `body` the retry resumes with it (0: from the start).
-std::string_view resume_id(ngx_http_request_t* r) noexcept;
-std::size_t resume_offset(ngx_http_request_t* r, std::string_view id, std::string_view body) noexcept;
 
 }  // namespace idem

@@ -11,7 +11,7 @@
 #include "compression.hpp"
 #include "pieces.hpp"
 #include "problem.hpp"
-#include "replay.hpp"
+#include "replay_head.hpp"
 #include "request_ctx.hpp"
 #include "send.hpp"
 #include "store_call.hpp"

@@ -14,7 +14,7 @@ namespace {
 void run_ended(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
-    ctx->ended(ctx);
+    ctx->hooks->ended(ctx);
 }
 
 // Nothing is claimed, captured or answered for a request without a key, so
@@ -35,7 +35,7 @@ void count_keyless(void*)
 
 }  // namespace
 
-RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf, void (*ended)(RequestCtx*)) noexcept
+RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf, const RequestHooks* hooks) noexcept
 {
     auto* ctx = static_cast<RequestCtx*>(ngx_pcalloc(r->pool, sizeof(RequestCtx)));
     ngx_pool_cleanup_t* cln = ngx_pool_cleanup_add(r->pool, 0);
@@ -44,7 +44,7 @@ RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf, void (*ended)(Reque
     }
     ctx->request = r;
     ctx->conf = conf;
-    ctx->ended = ended;
+    ctx->hooks = hooks;
     cln->handler = run_ended;
     cln->data = ctx;
     ngx_http_set_ctx(r, ctx, ngx_http_idempotency_module);

@@ -99,6 +99,8 @@ constexpr const char* state_name(RequestState s) noexcept
 // identity and its answer here, the claim's, the wait's, the capture's and
 // the client guard's parts in the structures their own headers declare, as
 // nginx keeps ngx_http_request_body_t apart from ngx_http_request_t.
+struct RequestHooks;
+
 struct RequestCtx {
     ngx_http_request_t* request;
     LocConf* conf;
@@ -126,14 +128,19 @@ struct RequestCtx {
     Follower follower;     // feed.hpp: the original's feed followed
     Join join;             // join.hpp: the original's response sent as it streams
     PieceReplay* pieces;   // piece_replay.cpp: a response kept in pieces, replayed
-    // Run by the request pool's cleanup: the handler that made the context
-    // says what its end stops and settles (a floor below it cannot name it).
-    void (*ended)(RequestCtx* ctx);
+    const RequestHooks* hooks;
+};
+
+// What the handler that made a context gives the floors below it to call,
+// since a floor cannot name one above it (docs/design.md#layers).
+struct RequestHooks {
+    void (*ended)(RequestCtx* ctx);  // run by the request pool's cleanup: what its end stops and settles
+    const FeedTell* follow;          // how a duplicate following its original's feed is told (join.cpp)
 };
 
 // A protected request's context, in r->pool, with the pool cleanup that runs
-// `ended`; nullptr when out of memory.
-RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf, void (*ended)(RequestCtx*)) noexcept;
+// hooks->ended; nullptr when out of memory.
+RequestCtx* create_ctx(ngx_http_request_t* r, LocConf* conf, const RequestHooks* hooks) noexcept;
 
 // A request without a key shares one read-only context, answered already
 // (`missing`), counted once at its end. NGX_DECLINED, or an error status.
