@@ -96,7 +96,7 @@ sub scenario {
     };
     Test::More::is($label_values->('idempotency_redis_abandoned_total', 'operation'), 'release store',
                    'idempotency_redis_abandoned_total by operation');
-    Test::More::is($label_values->('idempotency_zone_full_total', 'operation'), 'claim store',
+    Test::More::is($label_values->('idempotency_zone_full_total', 'operation'), 'claim live store',
                    'idempotency_zone_full_total by operation');
     my @le = sort { $a <=> $b } map { $_->{metric}{le} eq '+Inf' ? 'Inf' : $_->{metric}{le} }
                  Idem::Prometheus::vector($prom, 'idempotency_redis_rtt_seconds_bucket', $t);
