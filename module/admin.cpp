@@ -1,13 +1,9 @@
-// admin.cpp — the operator's endpoint, `idempotency_admin`
-// (docs/design.md#inspect-and-purge): a content handler that names a store
-// key from the request (admin_key.hpp: the key in the location's
-// idempotency_header, an optional scope and virtual server; or the key's
-// hash), peeks at it in the location's store and answers the inspection
-// (inspect.hpp) as JSON; a DELETE then purges what it read, only if the key
-// still holds it, and refuses a claim in flight unless forced. Whoever may
-// reach the location may do this: its access rules (allow/deny, auth_basic,
-// auth_request) are the endpoint's. Must not touch: requests the module
-// protects, or anything under a key but through the store interface.
+// admin.cpp — the operator's endpoint, idempotency_admin: names a store key
+// (admin_key.hpp), peeks and answers the inspection as JSON; DELETE purges
+// what it read only if the key still holds it, a claim only when forced.
+// Its location's access rules are the endpoint's. Must not touch protected
+// requests, nor any key but through the store interface.
+// See docs/design.md#inspect-and-purge.
 
 #include "admin.hpp"
 
@@ -32,7 +28,6 @@
 namespace idem {
 namespace {
 
-// One request to the endpoint, from the peek to the answer.
 struct AdminCtx {
     ngx_http_request_t* request;
     const LocConf* conf;
@@ -46,26 +41,22 @@ struct AdminCtx {
     KeyState state;
 };
 
-// What keys the fingerprint the inspection shows (inspect.hpp): drawn when
-// the configuration is read, the same in every worker of this nginx.
+// Drawn at configuration, the same in every worker of this nginx.
 unsigned char fingerprint_key[32];
 
-// A claim in flight, or a record this location cannot judge, is purged
-// only when the operator insists: either may stand for an execution a
-// retry would otherwise repeat.
+// Either may stand for an execution a retry would otherwise repeat.
 bool needs_force(KeyState state)
 {
     return state == KeyState::claimed || state == KeyState::unjudged;
 }
 
-// --------------------------------------------------------------- answers
 
 ngx_int_t send_json(ngx_http_request_t* r, ngx_uint_t status, std::string_view body)
 {
     return send_uncached(r, status, "application/json", body);
 }
 
-// A problem+json answer (RFC 9457), like the module's other errors.
+// RFC 9457, like the module's other errors.
 ngx_int_t send_error(ngx_http_request_t* r, ngx_uint_t status, std::string_view title, std::string_view detail)
 {
     if (status == NGX_HTTP_SERVICE_UNAVAILABLE && !add_header(r, "Retry-After", "1")) {
@@ -96,14 +87,13 @@ ngx_int_t send_purge(AdminCtx* ctx, ngx_uint_t status, bool purged, std::string_
     return send_json(r, status, {reinterpret_cast<char*>(body), static_cast<size_t>(p - body)});
 }
 
-// Ends the request: ctx, in its pool, may be gone after it.
+// ctx, in its pool, may be gone after it.
 void finish(AdminCtx* ctx, ngx_int_t rc)
 {
     ctx->call.abandon();
     end_request(ctx->request, rc);
 }
 
-// ------------------------------------------------------- the store's answers
 
 void on_timeout(void* data)
 {
@@ -115,7 +105,6 @@ void on_timeout(void* data)
                            "the store did not answer in time"));
 }
 
-// Who asked for a purge: the client's address and $remote_user.
 void log_purge(AdminCtx* ctx, bool forced)
 {
     ngx_http_request_t* r = ctx->request;
@@ -152,10 +141,9 @@ void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
     finish(ctx, rc);
 }
 
-// A compressed record opened with this location's settings, to tell its
-// response (never a sealed one: nothing is decrypted here); nullopt when
-// it is not opened, `why` saying when that is this location's doing: a
-// dictionary it lacks, or a size over its limit (never inflated then).
+// Never a sealed one: nothing is decrypted here. nullopt when not opened,
+// `why` saying when that is this location's doing (a dictionary it lacks, a
+// size over its limit: never inflated then).
 std::optional<std::string_view> opened(ngx_http_request_t* r, const LocConf* conf, std::optional<std::string_view> value,
                                        NotJudged& why)
 {
@@ -252,7 +240,6 @@ void on_peeked(void* data, LiveStatus status, std::string_view value, std::int64
     }
 }
 
-// ---------------------------------------------------------------- the request
 
 ngx_str_t store_name(ngx_http_request_t* r, const LocConf* conf)
 {

@@ -9,13 +9,10 @@
 namespace idem {
 namespace {
 
-// What names the virtual server nginx would choose for a request to
-// `name` on this request's address — exact, wildcard and regular
-// expression server names alike, case-insensitive, a trailing dot
-// ignored, as nginx matches a Host — in the store keys: its first
-// server_name. A name no server block of this address has is taken for
-// the first server_name of one listening elsewhere, lower-cased as nginx
-// keeps it.
+// The first server_name of the server nginx would choose for Host `name` on
+// this address (exact, wildcard, regex, case-insensitive, trailing dot
+// ignored); a name no server here has is taken for another's first
+// server_name, lower-cased as nginx keeps it.
 ngx_str_t server_identity(ngx_http_request_t* r, const ngx_str_t& name)
 {
     ngx_str_t host{name.len, static_cast<u_char*>(ngx_pnalloc(r->pool, name.len ? name.len : 1))};
@@ -46,7 +43,6 @@ ngx_str_t server_identity(ngx_http_request_t* r, const ngx_str_t& name)
 
 }  // namespace
 
-// A query argument, unescaped; false when it is absent.
 bool query_arg(ngx_http_request_t* r, const char* name, ngx_str_t& out)
 {
     ngx_str_t raw;
@@ -71,7 +67,6 @@ bool is_yes(const ngx_str_t& s)
            || (s.len == 3 && ngx_strncasecmp(s.data, (u_char*)"yes", 3) == 0);
 }
 
-// The store key from ?hash= (64 hex digits).
 bool key_from_hash(ngx_http_request_t* r, const LocConf* conf, const ngx_str_t& hash, ngx_str_t& key)
 {
     if (hash.len != key_hash_hex_length) {
@@ -93,8 +88,6 @@ bool key_from_hash(ngx_http_request_t* r, const LocConf* conf, const ngx_str_t& 
     return true;
 }
 
-// The store key as a request with this key would name it: the virtual
-// server (this one, or ?server=NAME), the scope (?scope=), the key.
 bool key_from_header(ngx_http_request_t* r, const LocConf* conf, std::string_view client_key, ngx_str_t& key)
 {
     ngx_str_t scope = ngx_null_string, server;

@@ -1,6 +1,4 @@
-// big_endian.hpp — fixed-width big-endian integers in byte buffers: how
-// every stored format of the module writes its numbers (record.hpp,
-// compression.hpp, claim_token.hpp, live_log.hpp). Pure.
+// big_endian.hpp — how every stored format writes its numbers. Pure.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +6,7 @@
 
 namespace idem {
 
-// Writes `value` as sizeof(T) big-endian bytes at `out`; returns their end.
+// Returns their end.
 template <typename T>
 char* put_be(char* out, T value) noexcept
 {
@@ -19,8 +17,7 @@ char* put_be(char* out, T value) noexcept
     return out;
 }
 
-// Reads sizeof(T) big-endian bytes at `in` (the caller has checked they
-// are there).
+// The caller has checked the bytes are there.
 template <typename T>
 T get_be(const char* in) noexcept
 {

@@ -1,30 +1,10 @@
-// capture.cpp — records the response of a request that holds a claim, as it
-// streams to the client, and hands it to the claim when the last byte has
-// passed. The module has filters at two points of nginx's chain (config):
-//   - the upper point, right below the not-modified filter, above every
-//     filter that changes a response: there the capture decides what
-//     becomes of the response (disposition.hpp, from upstream_attempts.hpp's
-//     facts) before add_header sees $idempotency_status, notes which headers
-//     the response has, and sends a replay's body on to the lower point;
-//   - the lower point, right below the postpone filter and above gzip,
-//     ranges and the framing: there the response is recorded as the client
-//     gets it (after SSI and the subrequests it includes, addition,
-//     sub_filter, charset), its headers as capture_headers.cpp reads them.
-// When no filter in between takes the body in hand, the body is recorded at
-// the upper point instead, as it comes; capture_body.cpp records it there,
-// into the record buffer in place (capture_buffer.cpp), and paces a
-// response kept in pieces to the store. When the client goes away first
-// the response is still captured (client_gone.cpp): the body filter
-// swallows what would have been sent.
-// Owns the capture's part of the request context (capture.hpp's Capture),
-// but for the record buffer (capture_buffer.cpp) and the body's pace
-// (capture_body.cpp), and the response's status; moves the request from
-// granted to forwarded (and the claim, through claim.cpp, to settled).
-// Also has the upstream's control header (idempotency_upstream_control)
-// taken out of every response at the upper point (capture_headers.hpp),
-// and heeds it for a captured one (upstream_control.hpp).
-// Must not touch: the request's response itself — the client sees it
-// unchanged, but for the upstream's control header.
+// capture.cpp — records the response of a request holding a claim as it goes
+// to the client, through filters at two points of nginx's chain, and hands it
+// to the claim after the last byte. Owns capture.hpp's Capture (but for the
+// record buffer and the body's pace) and the response's status; strips the
+// upstream's control header. Must not change what the client sees otherwise.
+// See docs/design.md#how-it-works (Capture) and
+// docs/design.md#among-nginxs-other-modules.
 
 #include "capture.hpp"
 
@@ -64,7 +44,6 @@ void end_feed(RequestCtx* ctx, LiveEnd how)
 
 namespace {
 
-// The capture is over: the claim was settled (or is about to be).
 void stop_capture(ngx_http_request_t*, RequestCtx* ctx)
 {
     free_record(ctx);
@@ -105,8 +84,7 @@ bool finish(ngx_http_request_t* r, RequestCtx* ctx)
 
 namespace {
 
-// Whether the response about to go out is kept for replay; if not, the key
-// is released or marked unreplayable, as disposition.hpp rules.
+// If not, the key is released or marked unreplayable (disposition.hpp).
 bool keep_response(ngx_http_request_t* r, RequestCtx* ctx, const UpstreamControl* control)
 {
     ResponseFacts facts;
@@ -120,8 +98,7 @@ bool keep_response(ngx_http_request_t* r, RequestCtx* ctx, const UpstreamControl
     }
     Verdict verdict = judge_response(facts);
     if (verdict.disposition == Disposition::store && control != nullptr && facts.from_upstream) {
-        // how long the answer is kept: the record, or the marker that
-        // stands for it when it turns out too large to keep
+        // also the marker's, should the record turn out too large to keep
         ctx->capture.ttl_ms = control->ttl_s * 1000;
     }
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -187,7 +164,6 @@ ngx_int_t header_filter(ngx_http_request_t* r)
     // so a ranged response could not be recorded whole: a kept response is
     // sent whole, as are its replays (Range is defined for GET alone).
     r->allow_ranges = 0;
-    // duplicates that wait for it join it from here on (feed.hpp)
     if (ctx->capture.feed != nullptr) {
         auto flags = static_cast<std::uint8_t>(response_flags(r) | (trailers_follow(r) ? expect_trailers : 0));
         feed_publish(ctx->capture.feed, ctx, static_cast<std::uint16_t>(ctx->response_status), headers,
@@ -228,10 +204,8 @@ ngx_int_t body_filter(ngx_http_request_t* r, ngx_chain_t* in)
     return record_body(r, ctx, in, next_body_filter);
 }
 
-// The upstream module ends the exchange. One that ends in error once the
-// response began (the upstream reset or timed out mid-body) cuts the
-// response off: the claim is settled and the joiners are told now, not
-// when nginx frees the request after its lingering close.
+// An exchange that ends in error once the response began cuts it off: the
+// claim is settled and the joiners told now, not after the lingering close.
 void upstream_finalized(ngx_http_request_t* r, ngx_int_t rc)
 {
     RequestCtx* ctx = find_ctx(r);
@@ -246,8 +220,7 @@ void upstream_finalized(ngx_http_request_t* r, ngx_int_t rc)
     }
 }
 
-// What becomes of the response is decided here, before add_header and the
-// other header filters, so that they see it in $idempotency_status.
+// Before add_header, so that it sees $idempotency_status.
 ngx_int_t upper_header_filter(ngx_http_request_t* r)
 {
     RequestCtx* ctx = r == r->main ? find_ctx(r) : nullptr;
@@ -318,10 +291,9 @@ void capture_begin(RequestCtx* ctx) noexcept
     protect_content_handler(ctx);
 }
 
-// The request is over: a claim still held means its response never
-// completed. If an upstream may have received the request, or the response
-// had begun, keep the key so the retry is not executed again (410);
-// otherwise free it for the retry.
+// A claim still held means the response never completed: kept (410) if an
+// upstream may have received the request or the response had begun, else
+// released for the retry.
 void capture_settle(RequestCtx* ctx) noexcept
 {
     release_hold(ctx);
@@ -341,8 +313,6 @@ void capture_settle(RequestCtx* ctx) noexcept
 
 namespace {
 
-// Puts a filter point's two filters at the top of nginx's chains, keeping
-// what was there as the next ones.
 ngx_int_t install(ngx_http_output_header_filter_pt& next_header, ngx_http_output_header_filter_pt header,
                   ngx_http_output_body_filter_pt& next_body, ngx_http_output_body_filter_pt body)
 {

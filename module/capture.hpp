@@ -1,6 +1,5 @@
-// capture.hpp — the filters that record a claimed request's response
-// (capture.cpp, capture_body.cpp, capture_buffer.cpp), and the capture's
-// part of the request context, private to capture*.cpp.
+// capture.hpp — the filters that record a claimed request's response, and the
+// capture's part of the request context, private to capture*.cpp.
 #pragma once
 
 #include <cstdint>
@@ -14,20 +13,16 @@ struct RequestCtx;
 struct Feed;
 struct PieceWriter;
 
-// Where a claimed request's body is recorded: at the upper filter point
-// when no filter in between changes it, else at the lower.
+// Upper when no filter in between changes the body, else lower.
 enum class CapturePoint : std::uint8_t { undecided, upper, lower };
 
-// Whether the capture holds the body back (capture_body.cpp).
 enum class Pace : std::uint8_t {
     flowing,  // the body passes as it comes
     holding,  // a piece is at the store and the next one is full, or the last pieces are not answered yet: what
               // comes is held, the request blocked, until the store answers
 };
 
-// The capture's part of the request context, private to capture*.cpp. The
-// response record is built in place: its head is written at the end, the
-// body bytes go after it as they pass.
+// Built in place: the head is written at the end, the body after it as it passes.
 struct Capture {
     ngx_uint_t upper_headers;       // response headers in the list at the upper filter point
     std::uint8_t upper_body_flags;  // what the filters had asked of the body there
@@ -50,18 +45,14 @@ struct Capture {
     void (*upstream_finalize)(ngx_http_request_t* r, ngx_int_t rc);  // the upstream module's, behind ours
 };
 
-// Postconfiguration of the capture module: the filters of the lower point,
-// right below postpone (see capture.cpp).
+// Lower point, right below postpone.
 ngx_int_t capture_init(ngx_conf_t* cf);
-// Postconfiguration of the main module: the filters of the upper point,
-// right below not_modified.
+// Upper point, right below not_modified.
 ngx_int_t capture_upper_init(ngx_conf_t* cf);
-// The request was forwarded with the claim held: record its response.
 void capture_begin(RequestCtx* ctx) noexcept;
-// The body recorded so far (empty once it could not be kept): what a live
-// feed takes over when its response goes live (feed_publish.cpp).
+// Empty once it could not be kept; taken over by a feed going live.
 std::string_view captured_body(const RequestCtx* ctx) noexcept;
-// The request is over: settle a claim whose response never completed.
+// Settles a claim whose response never completed.
 void capture_settle(RequestCtx* ctx) noexcept;
 
 }  // namespace idem

@@ -1,25 +1,14 @@
-// capture_body.cpp — the body of a claimed request's response as it
-// passes the capture's filter (capture.cpp decides where): its bytes go
-// into the record buffer (capture_buffer.cpp), read from a temporary file
-// where nginx parked them; a response that may be kept in pieces fills one
-// piece at a time, and a full piece goes to the store (piece_writer.hpp).
-// The pace (docs/design.md#large-responses-in-pieces): at most one piece
-// is at the store while the next one fills. When that one is full too
-// before the store answered, the capture holds the rest of the body back —
-// its links kept, the buffers left unconsumed, so that the upstream module
-// finds them busy and reads the upstream no further (with proxy_buffering
-// on, once its few buffers are busy, it stops reading rather than parking
-// the response in a temporary file: the client's side looks ready) — and
-// the client gets no more either. Meanwhile the request is blocked (it
-// is not freed, whatever ends it) and its connection marked buffered (it
-// is not ended under the capture). When the store answers, what is held
-// is recorded and passed on, and the request's write handler runs, so that
-// the upstream module reads on. A client slower than the store paces the
-// upstream itself, as it always does; a client gone (client_gone.cpp) is
-// no reason to stop: what is held is recorded and swallowed.
-// Owns: the held chain and the capture's pace (Capture's pace, held,
-// held_taken and resume parts).
-// Must not touch: the buffers it holds, but to read them.
+// capture_body.cpp — the response body as it passes the capture's filter,
+// into the record buffer (read back from a temporary file where nginx parked
+// it); a response kept in pieces sends each full piece to the store. Owns
+// the capture's pace and held chain; must not touch the buffers it holds but
+// to read them. See docs/design.md#large-responses-in-pieces.
+// At most one piece is at the store while the next fills; when that fills
+// too first, the rest of the body is held back with its buffers unconsumed,
+// so the upstream module finds them busy and reads no further (with
+// proxy_buffering on it then stops rather than parking to a temporary file).
+// Meanwhile the request is blocked (not freed) and its connection marked
+// buffered (not ended under the capture). A gone client is no reason to stop.
 
 #include "capture_body.hpp"
 
@@ -33,8 +22,7 @@
 namespace idem {
 namespace {
 
-// The store answered a piece: a capture that waits for it goes on, from
-// the event loop (the answer may come from within the writer's own call).
+// Resumed from the event loop: the answer may come from within the writer's own call.
 void piece_answered(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
@@ -43,10 +31,8 @@ void piece_answered(void* data)
     }
 }
 
-// What is held is recorded and passed on; then the request's write handler
-// runs (posted), so that whoever sends the body — the upstream module, or
-// nginx's writer once the upstream is done — carries on, and a request
-// ended meanwhile (its client gone) is finalized.
+// Then the write handler runs (posted), so whoever sends the body carries on,
+// and a request ended meanwhile (client gone) is finalized.
 void on_resume(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
@@ -57,10 +43,8 @@ void on_resume(ngx_event_t* ev)
     }
 }
 
-// Records what a buffer holds past the Capture::held_taken bytes recorded
-// already, in memory or in a file (the upstream's response parked in a
-// temporary file, or a static file); false when the capture must wait for
-// the store first (held_taken then says how far it got).
+// False when the capture must wait for the store first (held_taken then
+// says how far it got).
 bool append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
 {
     off_t size = ngx_buf_size(b);
@@ -92,9 +76,8 @@ bool append(ngx_http_request_t* r, RequestCtx* ctx, const ngx_buf_t* b)
     return true;
 }
 
-// Records the links from `cl` on; returns the first that must wait for
-// the store (recorded in part, or the last one, recorded, whose record
-// waits for its pieces), nullptr when none must.
+// The first link that must wait for the store (recorded in part, or the
+// last, whose record waits for its pieces); nullptr when none must.
 ngx_chain_t* record_links(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* cl)
 {
     for (; cl != nullptr; cl = cl->next) {
@@ -111,8 +94,7 @@ ngx_chain_t* record_links(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* c
     return nullptr;
 }
 
-// Copies of the links from `from` up to `until` (nullptr: the end), added
-// at the end of `*to`; false when out of memory.
+// Appended to `*to`; false when out of memory.
 bool copy_links(ngx_pool_t* pool, ngx_chain_t** to, ngx_chain_t* from, ngx_chain_t* until)
 {
     while (*to != nullptr) {
@@ -131,8 +113,6 @@ bool copy_links(ngx_pool_t* pool, ngx_chain_t** to, ngx_chain_t* from, ngx_chain
     return true;
 }
 
-// The capture holds the body back until the store answers (`hold`), or no
-// longer: the request is blocked meanwhile, its connection marked buffered.
 void hold_back(RequestCtx* ctx, bool hold)
 {
     Capture& c = ctx->capture;
@@ -160,9 +140,7 @@ void hold_back(RequestCtx* ctx, bool hold)
     }
 }
 
-// Whether filters below the capture hold some of the response, so that a
-// call with nothing new still has them send it (with nothing held below,
-// nginx's writer would report an empty chain).
+// With nothing held below, nginx's writer would report an empty chain.
 bool others_buffered(const ngx_http_request_t* r)
 {
     return (r->connection->buffered & ~capture_buffered) != 0 || r->buffered != 0 || r->postponed != nullptr;

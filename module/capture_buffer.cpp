@@ -1,17 +1,9 @@
-// capture_buffer.cpp — the record buffer of a claimed request's response
-// (capture.hpp's Capture): memory of its own (not r->pool), so that the
-// store can take the record over instead of copying it. Opened at the
-// response's header with room for the record's head before the body; the
-// body goes in after it as it passes (capture_body.cpp), the buffer grown
-// as it fills, up to idempotency_max_response_size — or, for a response
-// that may be kept in pieces (docs/design.md#large-responses-in-pieces),
-// up to one piece: a full piece spills to the store (piece_writer.hpp),
-// and the buffer fills again from its start. When the last byte has passed
-// the head and the tail are written around the body and the buffer goes to
-// the claim as the record — or, kept in pieces, the record that lists them.
-// Owns: the buffer (Capture's record, head_size, capacity, flushed and
-// pieces), its growth and its spill into pieces, the record made of it.
-// Must not touch: the response's buffers (capture_body.cpp reads them).
+// capture_buffer.cpp — the record buffer, in memory of its own (not r->pool)
+// so the store can take the record over instead of copying it. Grows up to
+// idempotency_max_response_size, or one piece for a response kept in pieces,
+// when a full piece spills to the store and the buffer refills. Owns the
+// buffer, its growth and spill, and the record made of it; must not touch
+// the response's buffers. See docs/design.md#large-responses-in-pieces.
 
 #include "capture_buffer.hpp"
 
@@ -25,11 +17,9 @@
 namespace idem {
 namespace {
 
-// The record buffer's first room for a body of no stated length.
 constexpr size_t initial_body_capacity = 16 * 1024;
 
-// Room in the record buffer for `need` bytes after the head, at most
-// `most` (need <= most).
+// need <= most.
 bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need, size_t most)
 {
     size_t capacity = ngx_max(ctx->capture.capacity, initial_body_capacity);
@@ -49,9 +39,8 @@ bool grow(ngx_http_request_t* r, RequestCtx* ctx, size_t need, size_t most)
     return true;
 }
 
-// The body bytes the buffer holds go to the store as the next piece
-// (piece_writer.hpp); the first piece begins the pieces, and ends the live
-// feed: duplicates follow a response live up to one piece.
+// The first piece ends the live feed: duplicates follow a response live up
+// to one piece.
 bool flush_piece(RequestCtx* ctx)
 {
     Capture& c = ctx->capture;
@@ -69,9 +58,7 @@ bool flush_piece(RequestCtx* ctx)
     return true;
 }
 
-// A response kept in pieces, every piece landed (pieces_landed): its
-// record, which lists them; the writer is told what became of it, and
-// deletes them when it did not land (piece_writer.hpp).
+// The writer deletes the pieces when the record did not land.
 void finish_pieces(RequestCtx* ctx, const Header* headers, size_t count, const ResponseExtras& extras)
 {
     Capture& c = ctx->capture;
@@ -192,8 +179,7 @@ void complete_record(ngx_http_request_t* r, RequestCtx* ctx, const ResponseExtra
         finish_pieces(ctx, headers, ctx->capture.headers.nelts, extras);
         return;
     }
-    // The head was given room for a record with extras; it is written right
-    // before the body, whatever its size.
+    // Room was kept for a record with extras; the head goes right before the body.
     size_t head = response_head_size(headers, ctx->capture.headers.nelts, extras);
     size_t tail = response_tail_size(extras);
     char* tail_at = tail != 0 ? reserve_tail(r, ctx, tail) : nullptr;
@@ -206,7 +192,6 @@ void complete_record(ngx_http_request_t* r, RequestCtx* ctx, const ResponseExtra
     encode_response_head(start, ctx->fingerprint, static_cast<std::uint16_t>(ctx->response_status), headers,
                          ctx->capture.headers.nelts, ctx->capture.body_size, extras);
     encode_response_tail(tail_at, extras);
-    // the buffer handed over: the store keeps it rather than a copy
     claim_complete(ctx, RecordBytes::owned(std::exchange(ctx->capture.record, nullptr),
                                            {start, head + ctx->capture.body_size + tail}));
 }

@@ -8,8 +8,7 @@
 namespace idem {
 namespace {
 
-// Headers that describe this connection or this moment, not the response:
-// a replay gets its own.
+// They describe this connection or moment, not the response: a replay gets its own.
 bool is_fresh_per_response(const ngx_str_t& name, const ngx_str_t& replayed)
 {
     if (name.len == replayed.len && name.len != 0 && ngx_strncasecmp(name.data, replayed.data, name.len) == 0) {
@@ -40,7 +39,7 @@ bool push_header(RequestCtx* ctx, std::string_view name, std::string_view value)
     return true;
 }
 
-// Every entry of `name` out of the list (its hash zeroed), their values read as one.
+// Their hash zeroed, their values read as one.
 UpstreamControl take_control_entries(ngx_http_request_t* r, const ngx_str_t& name, bool& found)
 {
     UpstreamControlParser parser;
@@ -94,11 +93,9 @@ bool collect_headers(ngx_http_request_t* r, RequestCtx* ctx)
         }
     }
 
-    // the headers the response had at the upper point, as the filters in
-    // between left them (expires rewrites them, gunzip drops
-    // Content-Encoding with the encoding); those the filters added
-    // (add_header, expires, userid) are added again to every replay, but for
-    // a Content-Encoding, which says what the recorded body is
+    // as the filters in between left them at the upper point (expires, gunzip);
+    // those filters add (add_header, expires, userid) are added again to every
+    // replay, but a Content-Encoding, which says what the recorded body is
     bool ok = true;
     ngx_uint_t index = 0;
     for_each_header(out.headers, [&](ngx_table_elt_t& h) {
@@ -153,7 +150,6 @@ ngx_uint_t count_headers(ngx_list_t& list) noexcept
     return n;
 }
 
-// How nginx treats the response, for the replay to be treated alike.
 std::uint8_t response_flags(const ngx_http_request_t* r) noexcept
 {
     return static_cast<std::uint8_t>((r->allow_ranges ? allow_ranges : 0) | (r->single_range ? single_range : 0)
@@ -169,8 +165,7 @@ bool trailers_follow(const ngx_http_request_t* r) noexcept
                && (type.len == grpc.len || type.data[grpc.len] == '+' || type.data[grpc.len] == ';'));
 }
 
-// The trailers the upstream sent (gRPC's grpc-status); add_trailer's are
-// added below the capture, to the replay as to the original.
+// add_trailer's are added below the capture, to the replay as to the original.
 bool collect_trailers(ngx_http_request_t* r, ngx_array_t& out)
 {
     if (ngx_array_init(&out, r->pool, 2, sizeof(Header)) != NGX_OK) {

@@ -1,14 +1,8 @@
-// claim.cpp — the claim's whole life and the claim's part of the request
-// context (claim.hpp's Claim): named (the store key), made (the
-// fingerprint and a token unique to the request: a random prefix drawn once
-// per worker, then a counter, then who holds the claim), answered (granted, replay, 409, 410, 422,
-// 503), handed to a wait group while an original is in flight (wait.cpp
-// answers through claim.cpp's function), renewed while the response is in
-// progress, or abandoned when the request goes away first; settling it is
-// claim_settle.cpp's. Moves the request to claiming, waiting, granted or
-// decided.
-// Must not touch: the response itself (capture.cpp), the answers
-// (access.cpp, replay.cpp, problem.cpp).
+// claim.cpp — the claim's life but its settling (claim_settle.cpp), and
+// claim.hpp's Claim: named, made, answered, handed to a wait group, renewed,
+// abandoned. Moves the request to claiming, waiting, granted or decided.
+// Must not touch the response (capture.cpp) nor the answers.
+// See docs/design.md#how-it-works.
 
 #include "claim.hpp"
 
@@ -35,14 +29,13 @@ constexpr size_t token_length = token_unique_length;
 
 LogLimiter unreachable_log, timeout_log;
 
-// All claim.cpp asks of the location's store; the request's live log and
-// pieces go to the same store through their own parts of it.
+// The request's live log and pieces go to the same store through their own
+// parts of it.
 ClaimStore* claims(const RequestCtx* ctx) noexcept
 {
     return ctx->claim.store;
 }
 
-// The claim's answer arrived (or timed out): the phases run again (respond()).
 void resume(ngx_http_request_t* r)
 {
     ngx_connection_t* c = r->connection;
@@ -56,11 +49,8 @@ void free_block(void* block)
     ngx_free(block);
 }
 
-// The stored response, decoded by the store, kept for the replay: the
-// store's own block taken over when it lets go of it (the Redis reply's
-// string, the zone's copy out of shared memory, the opened copy of a sealed
-// record), freed with r->pool; else (a block another waiter took) copied
-// into r->pool, the record's views moved along.
+// The store's own block is taken over when it lets go of it, freed with
+// r->pool; else (a block another waiter took) copied into r->pool.
 bool keep_stored(RequestCtx* ctx, const ClaimResult& result)
 {
     ngx_pool_t* pool = ctx->request->pool;
@@ -97,7 +87,6 @@ void drop_request_lease(void* data)
     ctx->claim.lease = nullptr;  // a claim settled from a later cleanup is stored fenced
 }
 
-// The claim is ours: its lease, shared with its renewals and its store.
 void take_lease(RequestCtx* ctx)
 {
     ngx_http_request_t* r = ctx->request;
@@ -137,12 +126,9 @@ void on_claim_timeout(ngx_event_t* ev)
     resume(ctx->request);
 }
 
-// ------------------------------------------------------------- the claim
 
-// While the original is in flight its claim is extended, fenced by its
-// token, three times per idempotency_lock_ttl: an upstream slower than the
-// lock never lets a duplicate run, and a claim whose gateway died still
-// expires within one lock_ttl.
+// Three renewals per lock_ttl: an upstream slower than the lock never lets a
+// duplicate run, and a claim whose gateway died still expires within one.
 void on_renew(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
@@ -157,9 +143,8 @@ void on_renew(ngx_event_t* ev)
     ngx_add_timer(ev, ngx_max(ctx->conf->lock_ttl / 3, 1));
 }
 
-// The claim token's first part only has to be unique (fencing), not secret:
-// 8 random bytes drawn once per worker, then a counter (16 random bytes per
-// request cost more than the rest of the claim).
+// Unique (fencing), not secret: 8 random bytes once per worker, then a
+// counter (16 random bytes per request cost more than the rest of the claim).
 struct TokenSource {
     u_char bytes[token_length];
     std::uint64_t counter = 0;
@@ -185,11 +170,8 @@ struct TokenSource {
 TokenSource tokens;
 
 
-// What the store answered, to the request's own claim or to a look its wait
-// group made (wait.cpp, which answers through this function): sets
-// ctx->outcome and runs the request's phases again, unless the request
-// waits on for an original in flight. A look granted the claim hands over
-// the claim record it was made with and the lease from when it was sent.
+// Also answers a look its wait group made (wait.cpp). A look that granted
+// the claim hands over its claim record and the lease from when it was sent.
 void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant) noexcept
 {
     ngx_http_request_t* r = ctx->request;
@@ -246,7 +228,7 @@ void answered(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant
 
 }  // namespace
 
-// The store key: the virtual server and the caller's scope, then the key.
+// The virtual server and the caller's scope, then the key.
 bool claim_name(RequestCtx* ctx, std::string_view key) noexcept
 {
     ngx_http_request_t* r = ctx->request;

@@ -1,10 +1,7 @@
-// claim_settle.cpp — the claim settled (claim.hpp): released, completed
-// with the response's record — compressed when that pays, sealed with
-// idempotency_encrypt_key, the unreplayable marker beside it for a store
-// that cannot hold the record — or marked unreplayable; the request moves
-// to settled (drained once its client left) and its waiters look at once.
-// Must not touch: the claim before it is held (claim.cpp), the response
-// (capture.cpp).
+// claim_settle.cpp — the held claim settled: released, completed with the
+// record (compressed, sealed, the marker beside it), or marked unreplayable;
+// its waiters look at once. Must not touch the claim before it is held
+// (claim.cpp) nor the response (capture.cpp). See docs/design.md#how-it-works.
 
 #include <cstdlib>
 
@@ -19,7 +16,6 @@
 namespace idem {
 namespace {
 
-// The claim is settled: the request no longer holds it.
 void settled(RequestCtx* ctx)
 {
     enter(ctx, client_left(ctx) ? RequestState::drained : RequestState::settled);
@@ -39,8 +35,7 @@ void claim_release(RequestCtx* ctx, const char* why) noexcept
 
 namespace {
 
-// With idempotency_compress, a response record compressed when that pays
-// (compression.hpp), before it is sealed; else the record as it was.
+// Before it is sealed; else the record as it was.
 RecordBytes compressed(RecordBytes record, const Dictionaries& dictionaries, ngx_log_t* log) noexcept
 {
     RecordCompressor& compressor = worker_compressor();
@@ -67,14 +62,10 @@ RecordBytes compressed(RecordBytes record, const Dictionaries& dictionaries, ngx
 
 }  // namespace
 
-// With idempotency_encrypt_key, what goes to the store is the record sealed
-// under the first key and bound to its store key. The sealed copy is
-// ngx_alloc'd, not from r->pool: a response that never completed is settled
-// from the pool's cleanup, when nginx has already let go of r->pool. The
-// store takes over the bytes it is handed when they are owned (the sealed
-// copy, or the capture's buffer) rather than copying them. With the record
-// goes the unreplayable marker, sealed alike, for a store that cannot hold
-// the record while Redis refuses it for memory (store.hpp).
+// The sealed copy is ngx_alloc'd, not from r->pool: a response that never
+// completed is settled from the pool's cleanup, after nginx let go of r->pool.
+// The marker goes with the record, sealed alike, for a store that cannot
+// hold the record while Redis refuses it for memory.
 void claim_complete(RequestCtx* ctx, RecordBytes record, StoreNotice notice) noexcept
 {
     ngx_array_t* keys = ctx->conf->seal_keys;
@@ -107,7 +98,6 @@ void claim_complete(RequestCtx* ctx, RecordBytes record, StoreNotice notice) noe
     }
     size_t size = value.view().size();
     bool within_lease = ctx->claim.lease != nullptr && ctx->claim.lease->holds(ngx_current_msec);
-    // idempotency_ttl, unless the upstream asked for another (ttl=)
     std::uint64_t ttl = ctx->capture.ttl_ms != 0 ? ctx->capture.ttl_ms : ctx->conf->ttl;
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                    "idempotency: storing %uz bytes under \"%V\" for %uL ms, %s", size, &ctx->claim.key,
@@ -120,8 +110,7 @@ void claim_complete(RequestCtx* ctx, RecordBytes record, StoreNotice notice) noe
     wake_waiters(ctx);
 }
 
-// A response that breaks HTTP (`said`: replayable.hpp) is the upstream's
-// fault, logged as an error; the rest are limits, a warning.
+// A response that breaks HTTP is the upstream's fault: an error; limits: a warning.
 void claim_unreplayable(RequestCtx* ctx, const char* why, MarkerWhy said) noexcept
 {
     char marker[unreplayable_why_size];

@@ -1,10 +1,7 @@
-// claim_token.hpp — what a claim's token says about its holder
-// (docs/design.md#who-holds-a-claim). The token's first 16 bytes make it
-// unique (all the claim protocol needs of it); then, for the operator's
-// inspection only, who holds the claim: the gateway's host name, its
-// worker's pid, when the claim was made (Unix ms, by the gateway's clock)
-// and the lock_ttl it is renewed with. A token of 16 bytes alone (an
-// older release's) has no holder to tell. Pure: knows nothing of nginx.
+// claim_token.hpp — the claim token: 16 unique bytes (all the protocol needs),
+// then, for the operator's inspection only, who holds the claim. A 16-byte
+// token (an older release's) tells no holder. Pure.
+// See docs/design.md#who-holds-a-claim. Layout (big-endian):
 //
 // Layout (integers big-endian):
 //   unique(16) 'H' pid(4) claimed_at_ms(8) lock_ttl_ms(4) host_len(1) host
@@ -29,11 +26,11 @@ struct Holder {
     std::uint32_t lock_ttl_ms = 0;
 };
 
-// Size of a token for this holder (its host cut to max_holder_host).
+// Its host cut to max_holder_host.
 std::size_t claim_token_size(const Holder& holder) noexcept;
-// Writes the token (room for claim_token_size); returns its size.
+// `out` has room for claim_token_size; returns its size.
 std::size_t encode_claim_token(const unsigned char* unique, const Holder& holder, char* out) noexcept;
-// The holder a token names; nullopt for a token without one, or not of this layout.
+// nullopt for a token without one, or not of this layout.
 std::optional<Holder> read_holder(std::string_view token) noexcept;
 
 }  // namespace idem

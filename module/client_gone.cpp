@@ -1,13 +1,7 @@
-// client_gone.cpp — every way the client leaves (docs/design.md#client-leaves):
-// a claimed request's upstream exchange runs to its end and its response is
-// still captured when the client closes, resets, or stops reading until
-// send_timeout fires. The content handler is wrapped so that the upstream
-// module ignores client aborts for this request only, in whichever location
-// serves it; a write error or a client timeout detaches the client (the
-// request moves from forwarded to client_gone), and the body filter
-// swallows what would have been sent. Owns the client guard's part of the
-// request context (client_gone.hpp's ClientGuard).
-// Must not touch: requests without a claim.
+// client_gone.cpp — every way the client leaves: a claimed request's upstream
+// exchange runs to its end and its response is still captured, the body
+// filter swallowing what would have been sent. Owns ClientGuard; must not
+// touch requests without a claim. See docs/design.md#client-leaves.
 
 #include "client_gone.hpp"
 
@@ -17,9 +11,7 @@
 namespace idem {
 namespace {
 
-// Wraps the location's content handler for a claimed request: the upstream
-// exchange must run to its end even if the client leaves, as if
-// proxy_ignore_client_abort were on for this request only.
+// As if proxy_ignore_client_abort were on for this request only.
 ngx_int_t protected_content_handler(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
@@ -47,12 +39,10 @@ ngx_int_t protected_content_handler(ngx_http_request_t* r)
     return rc;
 }
 
-// A client that stops reading is the same case as one that closes
-// (docs/design.md#client-leaves): when send_timeout fires while the claimed
-// response is still being captured, the client is let go and the upstream
-// exchange runs on through the body filter, instead of the upstream module
-// ending it ("client timed out") and draining the rest unseen. Sits in
-// front of the write handler the upstream module installed.
+// A client that stops reading is one that closes: at send_timeout during the
+// capture the client is let go and the exchange runs on, instead of the
+// upstream module ending it and draining the rest unseen. Sits in front of
+// the upstream module's write handler.
 void client_timeout_guard(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
@@ -70,11 +60,9 @@ void client_timeout_guard(ngx_http_request_t* r)
     }
 }
 
-// The request ends for its client (send_timeout in nginx's writer once the
-// upstream was done, a write error, a reset): whatever the filters above the
-// capture still hold — the copy filter reads a temporary file only as fast
-// as the client takes it — is handed down now, captured and swallowed, so
-// that the response is stored whole.
+// Whatever the filters above the capture still hold (the copy filter reads a
+// temporary file only as fast as the client takes it) is handed down now,
+// captured and swallowed, so the response is stored whole.
 void drain_for_capture(void* data)
 {
     auto* ctx = static_cast<RequestCtx*>(data);
@@ -104,9 +92,7 @@ bool drain_when_terminated(RequestCtx* ctx) noexcept
     return true;
 }
 
-// The client is gone: consume what the filters below us still hold so that
-// nginx keeps reading the upstream, and from now on swallow the bytes after
-// capturing them.
+// Consuming what the filters below hold keeps nginx reading the upstream.
 void consume(ngx_chain_t* cl)
 {
     for (; cl; cl = cl->next) {

@@ -1,17 +1,14 @@
-// disposition.cpp — see disposition.hpp. One rule throughout: never execute
-// twice silently. A key is released only when no upstream can have received
-// the request, or when every upstream that did said it failed (5xx) or did
-// not execute it (a status of idempotency_release_statuses), or when the
-// upstream that answered asked that its answer not be stored (no-store).
+// disposition.cpp — see disposition.hpp. One rule: never execute twice
+// silently. A key is released only when no upstream can have received the
+// request, every one that did failed (5xx) or declined it, or the answering
+// upstream asked no-store.
 
 #include "disposition.hpp"
 
 namespace idem {
 namespace {
 
-// "<head>4NN<tail>" for every status of ReleaseStatuses, made at compile
-// time, so that a verdict's reason names the status and stays a static
-// string.
+// Made at compile time, so a verdict's reason names the status and stays static.
 struct StatusReasons {
     static constexpr unsigned count = ReleaseStatuses::last - ReleaseStatuses::first + 1;
     char text[count][80];

@@ -1,11 +1,8 @@
-// disposition.hpp — what becomes of a claimed request's response: stored
-// for replay, the key released so that a retry runs again, or the key kept
-// as unreplayable (410) because an upstream may have executed the request
-// but the answer the client got cannot stand for it (docs/design.md#not-executed,
-// #unreplayable,
-// #redirects-followed). The upstream's own answer may ask to be stored, or
-// not, whatever its status (StorageAsk); never when nginx did not reach it. Pure: capture.cpp gathers the facts from
-// nginx's record of the upstream attempts.
+// disposition.hpp — what becomes of a claimed request's response: stored,
+// released so a retry runs again, or kept as unreplayable (410) because an
+// upstream may have executed it but the answer cannot stand for it. Pure:
+// capture.cpp gathers the facts. See docs/design.md#not-executed,
+// docs/design.md#unreplayable and docs/design.md#upstream-control.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +11,8 @@
 
 namespace idem {
 
-// The 4xx statuses that say the request was not executed
-// (idempotency_release_statuses: 429, 408, ...): such an answer is not
-// stored, like a 5xx. Only 400-499: 5xx are idempotency_store_errors'.
+// Such an answer is not stored, like a 5xx. Only 400-499: 5xx are
+// idempotency_store_errors'.
 class ReleaseStatuses {
 public:
     static constexpr unsigned first = 400;
@@ -49,15 +45,12 @@ private:
     std::uint64_t bits_[2] = {0, 0};
 };
 
-// A directive argument naming a status the set may hold: three digits,
-// 400-499; 0 for anything else.
+// Three digits, 400-499; 0 for anything else.
 unsigned parse_release_status(std::string_view arg) noexcept;
 
-// What the request's upstream attempts tell: every peer nginx tried
-// (proxy_next_upstream), in every location the request passed through
-// (error_page, X-Accel-Redirect). `silent`, `answered` and `failed` leave
-// out the attempt whose answer is the response itself; an answer counts as
-// `declined` for a status of idempotency_release_statuses.
+// Every peer nginx tried, in every location the request passed through.
+// `silent`, `answered` and `failed` leave out the attempt whose answer is the
+// response itself.
 struct UpstreamFacts {
     bool attempted = false;  // some upstream peer was tried
     bool reached = false;    // some attempt may have delivered the request
@@ -67,9 +60,7 @@ struct UpstreamFacts {
     bool declined = false;   // an upstream answered that it did not execute it (429, ...)
 };
 
-// What the upstream's own answer asked of its storage
-// (idempotency_upstream_control, upstream_control.hpp): nothing (the
-// configuration decides), store it whatever its status, or do not store it.
+// idempotency_upstream_control: config means the configuration decides.
 enum class StorageAsk : std::uint8_t { config, store, no_store };
 
 struct ResponseFacts {
@@ -90,8 +81,7 @@ struct Verdict {
 
 Verdict judge_response(const ResponseFacts& facts) noexcept;
 
-// A request that ended while its claim was still held: released only if no
-// upstream may have received it and no response had begun.
+// Released only if no upstream may have received it and no response had begun.
 Verdict judge_unfinished(const UpstreamFacts& upstream, bool response_started) noexcept;
 
 }  // namespace idem

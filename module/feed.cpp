@@ -1,7 +1,5 @@
-// feed.cpp — see feed.hpp. The feed's life (feed_parts.hpp), the registry of
-// this worker's feeds, the log as the followers are given it, and the
-// telling; publishing is feed_publish.cpp's, following the store's log
-// feed_follow.cpp's.
+// feed.cpp — see feed.hpp: the feed's life, the registry, the log as
+// followers get it, and the telling.
 
 #include "feed_parts.hpp"
 
@@ -63,10 +61,9 @@ void free_feed(Feed* f)
     ngx_free(f);
 }
 
-// Tells the followers what came: watchers join once there is a head,
-// joiners send. A follower may finish (and leave) while it is told, and
-// so may others (the streams of one HTTP/2 connection): each is taken
-// from a list of those not told yet and put back before it is told.
+// A follower may finish (and leave) while told, and so may others (streams
+// of one HTTP/2 connection): each is taken from the untold list and put
+// back before it is told.
 void tell_now(Feed* f, bool head_came)
 {
     f->busy++;
@@ -105,7 +102,6 @@ void on_tell(ngx_event_t* ev)
 
 }  // namespace
 
-// ------------------------------------------------------------- the life
 
 void enter(Feed* f, FeedState next)
 {
@@ -133,14 +129,12 @@ void end_log(Feed* f, LiveEnd how)
     enter(f, joinable ? FeedState::ended : FeedState::ended_early);
 }
 
-// ---------------------------------------------------------- the registry
 
 std::string_view key_of(const Feed* f)
 {
     return {reinterpret_cast<const char*>(f->node.str.data), f->node.str.len};
 }
 
-// The store key, then the hex of the claim's token.
 std::string_view live_key(RequestCtx* ctx, std::string_view token)
 {
     auto* key = static_cast<u_char*>(ngx_pnalloc(ctx->request->pool, ctx->claim.key.len + 2 * token.size()));
@@ -211,7 +205,6 @@ void feeds_exit() noexcept
     }
 }
 
-// --------------------------------------------------------------- the log
 
 bool reserve_log(Feed* f, std::size_t more)
 {

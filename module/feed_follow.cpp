@@ -1,10 +1,7 @@
-// feed_follow.cpp — requests follow a feed (feed.hpp): as watchers until
-// its head comes, then as joiners; and a feed whose original is elsewhere
-// follows the original's log in the store: it reads what was appended since
-// its last read, quickly while bytes flow, more slowly while they do not,
-// and sooner when the live board says a worker of this nginx appended.
-// Owns the following states (following, streaming) and the requests'
-// Follower part; must not touch the publisher's side (feed_publish.cpp).
+// feed_follow.cpp — requests following a feed, and a feed following its
+// original's log in the store: quickly while bytes flow, slowly while they
+// do not, sooner when the live board says this nginx appended. Owns the
+// following states and Follower; must not touch the publisher's side.
 
 #include <cstring>
 
@@ -17,25 +14,20 @@
 namespace idem {
 namespace {
 
-// The next read comes soon after bytes came, then later and later while
-// none do; before the head, as often as a wait group looks (wait.cpp).
+// Before the head, as often as a wait group looks (wait.cpp).
 constexpr ngx_msec_t read_first = 2;
 constexpr ngx_msec_t read_streaming_max = 8;
 constexpr ngx_msec_t read_waiting_first = 25;
 constexpr ngx_msec_t read_waiting_max = 500;
-// While the log streams, the live board is looked at this often: a log
-// published in another worker of this nginx is read as soon as it grew.
+// A log published in another worker of this nginx is read as soon as it grew.
 constexpr ngx_msec_t board_tick = 1;
-// A log that did not grow for this long is read in a way that tells whether
-// it is gone (its gateway died before its end).
+// Then it is read in a way that tells whether it is gone (its gateway died).
 constexpr ngx_msec_t gone_check_after = 1000;
 
 LogLimiter read_fail_log;
 
-// A log holds the body up to idempotency_max_response_size, or to the
-// first piece of a response kept in pieces (the capture cuts it there),
-// its head, and the frames' overhead; the store's log of a publisher that
-// wrote many small frames may be longer than the body by their overhead.
+// Body up to idempotency_max_response_size (or the first piece), the head and
+// frame overhead; a publisher of many small frames makes the log longer.
 std::size_t log_limit(const LocConf* conf)
 {
     return 6 * capture_limit(conf->max_response_size, conf->piece_size) + 2 * max_record_header_bytes + 64 * 1024;
@@ -117,8 +109,7 @@ void read_log(Feed* f)
 
 }  // namespace
 
-// The next read is due, or the board says the log grew (or another log of
-// the slot did: a needless read); else the board is looked at again.
+// Due, or the board says the slot grew (maybe another log: a needless read).
 void on_next_read(ngx_event_t* ev)
 {
     auto* f = static_cast<Feed*>(ev->data);
@@ -130,8 +121,7 @@ void on_next_read(ngx_event_t* ev)
     read_log(f);
 }
 
-// Its original came here after all (the claim granted to a request of this
-// worker): what was read from the store is dropped.
+// The claim was granted to a request of this worker after all.
 void make_local(Feed* f)
 {
     f->call.abandon();

@@ -1,9 +1,6 @@
-// feed_publish.cpp — an original of this worker publishes its feed
-// (feed.hpp): the capture gives it the head, the body and the end; once the
-// response is live its followers here are told of each piece, and its log
-// is appended to the store for those in other workers and gateways.
-// Owns the publishing states (opened, starting, publishing) and the store
-// copy (StoreCopy); must not touch the capture's record nor the claim.
+// feed_publish.cpp — an original of this worker publishes its feed, and once
+// live appends its log to the store. Owns the publishing states and
+// StoreCopy; must not touch the capture's record nor the claim.
 
 #include <cstring>
 
@@ -16,7 +13,7 @@
 namespace idem {
 namespace {
 
-// A log that ended stays in the store this long for followers still reading it.
+// For followers still reading it.
 constexpr std::uint64_t ended_log_ttl_ms = 10000;
 
 LogLimiter append_log;
@@ -51,7 +48,7 @@ void on_appended(void* data, LiveStatus status, std::string_view)
     free_if_idle(f);
 }
 
-// Appends what the store does not have yet, one append in flight at a time.
+// One append in flight at a time.
 void flush(Feed* f)
 {
     if (f->copy != StoreCopy::appending || f->call.pending() || f->published == f->len) {
@@ -63,8 +60,7 @@ void flush(Feed* f)
                    f->sending, &f->node.str, f->published);
     LiveOp* op = f->store->live_append(key_of(f), f->published, {f->log + f->published, f->sending}, ttl, on_appended, f);
     if (!f->call.await(f->store, op, 0)) {
-        // The store cannot be reached now: the log is given up at once. The
-        // caller goes on with f (it tells the followers, then frees f if
+        // Given up at once. The caller goes on with f (tells, then frees if
         // idle): f must outlive this, even with no follower left.
         f->busy++;
         on_appended(f, LiveStatus::failed, {});
@@ -95,10 +91,8 @@ bool add_body(Feed* f, std::string_view bytes)
 
 }  // namespace
 
-// The response outlived the turn it began in: it is live. Its watchers
-// join it, and from now on its log goes to the store as it grows. (One
-// that ends in that turn is answered from the store, as a whole: the
-// watchers' wait goes on to its end, and the store never sees a log.)
+// Most responses end in the turn they began in; those are answered from the
+// store as a whole and never publish a log.
 void on_live(ngx_event_t* ev)
 {
     auto* f = static_cast<Feed*>(ev->data);
@@ -108,8 +102,7 @@ void on_live(ngx_event_t* ev)
     if (f->conf->seal_keys == nullptr) {  // with encryption at rest nothing goes to the store
         enter(f, StoreCopy::appending);
     }
-    // Until now the body went to the capture alone (most responses end in
-    // the turn they began in): the feed takes what it has over, at once.
+    // Until now the body went to the capture alone: the feed takes it over.
     std::string_view body = f->publisher != nullptr ? captured_body(f->publisher) : std::string_view{};
     if (!body.empty()) {
         add_body(f, body);

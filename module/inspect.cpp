@@ -19,7 +19,7 @@
 namespace idem {
 namespace {
 
-// Appends to a bounded buffer; once full, stays failed.
+// Once full, stays failed.
 class Json {
 public:
     Json(char* out, std::size_t room) noexcept : out_(out), room_(room) {}
@@ -85,7 +85,6 @@ public:
     Json& boolean(bool b) noexcept { return raw(b ? "true" : "false"); }
     Json& null() noexcept { return raw("null"); }
 
-    // An ISO 8601 UTC time with milliseconds.
     Json& time(std::uint64_t unix_ms) noexcept
     {
         std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
@@ -110,10 +109,9 @@ private:
     bool first_ = true;
 };
 
-// The fingerprint keyed with a secret of the deployment, 8 bytes in hex:
-// enough to tell two requests apart, and no digest of a body anyone could
-// look up (the fingerprint itself is an unsalted SHA-256 of the request).
-// Without a key, nothing is shown.
+// Keyed with a deployment secret, 8 bytes in hex: enough to tell requests
+// apart, and no digest anyone could look up (the fingerprint is an unsalted
+// SHA-256). Without a key, nothing is shown.
 void fingerprint_field(Json& j, const Digest& fingerprint, std::string_view key)
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
@@ -129,8 +127,6 @@ void fingerprint_field(Json& j, const Digest& fingerprint, std::string_view key)
     j.field("fingerprint").string({hex, 16});
 }
 
-// What the inspection makes of a value: its state and, for a record the
-// inspecting location cannot judge, why; the record, when it reads.
 struct Judgement {
     KeyState state = KeyState::absent;
     NotJudged why = NotJudged::no;
@@ -221,8 +217,7 @@ void claim_fields(Json& j, const Record& record, const InspectFacts& facts)
     }
 }
 
-// What a request with the key gets now, as the inspecting location's
-// settings answer it.
+// As the inspecting location's settings answer it.
 void next_request(Json& j, KeyState state, const Record* record, bool sealed, const InspectFacts& facts)
 {
     char text[512];

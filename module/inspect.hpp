@@ -1,8 +1,6 @@
-// inspect.hpp — what the operator's inspection says of a store key
-// (docs/design.md#inspect-and-purge): the value found under it, judged
-// without opening anything sealed, written as one JSON object. It never
-// holds a raw key, a response's headers or body, nor anything decrypted.
-// Pure: knows nothing of nginx or the stores.
+// inspect.hpp — the operator's inspection of a store key as one JSON object,
+// judged without opening anything sealed; never a raw key, headers, body or
+// anything decrypted. Pure. See docs/design.md#inspect-and-purge.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +23,6 @@ enum class KeyState : std::uint8_t {
                    // location (a dictionary, a larger limit) or a later release may replay
 };
 
-// Why a record is not judged where it is inspected.
 enum class NotJudged : std::uint8_t {
     no,
     dictionary,     // compressed with a dictionary this location lacks
@@ -35,7 +32,6 @@ enum class NotJudged : std::uint8_t {
 
 std::string_view key_state_name(KeyState state) noexcept;
 
-// What the gateway knows besides the value.
 struct InspectFacts {
     std::string_view key_hash;   // the store key's hash (hex)
     std::string_view store;      // which store, as the configuration names it
@@ -47,32 +43,26 @@ struct InspectFacts {
     const SecretKey* seal_keys = nullptr;  // ... its keys: only their ids are looked at
     std::size_t seal_key_count = 0;
     ReplayLimits limits{SIZE_MAX, SIZE_MAX};  // what a replay there may hold (decide.hpp)
-    // A compressed value (compression.hpp), opened by the caller with the
-    // inspecting location's settings: the plain record it opened into;
-    // nullopt when it did not open, `not_opened` saying whether that is
-    // this location's doing (not judged here) or the record's (unusable).
+    // A compressed value opened by the caller with this location's settings;
+    // nullopt when it did not, `not_opened` saying whether that is this
+    // location's doing (not judged here) or the record's (unusable).
     std::optional<std::string_view> opened;
     NotJudged not_opened = NotJudged::no;
-    // The fingerprint is shown keyed with this (a secret of the running
-    // deployment): two keys' compare, nothing can be looked up from it.
+    // A secret of the running deployment: two keys' fingerprints compare,
+    // nothing can be looked up from them.
     std::string_view fingerprint_key;
 };
 
-// The state of a value (nullopt: absent) by what it is alone; a compressed
-// response is stored until it turns out not to open.
+// nullopt: absent. A compressed response is stored until it turns out not to open.
 KeyState key_state(std::optional<std::string_view> value) noexcept;
 
-// The state the inspection gives it, with what the inspecting location
-// can open: a record it cannot judge is `unjudged`, never `unusable`.
+// A record this location cannot judge is `unjudged`, never `unusable`.
 KeyState judged_state(std::optional<std::string_view> value, const InspectFacts& facts) noexcept;
 
-// Writes the inspection of `value` (nullopt: absent) as a JSON object to
-// `out`; returns its length, or 0 when `room` is too small.
+// Returns its length, or 0 when `room` is too small.
 std::size_t inspection_json(std::optional<std::string_view> value, const InspectFacts& facts, char* out,
                             std::size_t room) noexcept;
 
-// Room always enough for inspection_json, with a store name of
-// `store_name` bytes.
 constexpr std::size_t inspection_room(std::size_t store_name) noexcept
 {
     return 2048 + 6 * store_name;

@@ -1,7 +1,6 @@
-// join.cpp — see join.hpp. The joiner's response leaves as a replay's
-// does: its header through every header filter (replay.cpp's headers, with
-// the replay marker), its body straight below the capture's point. Its
-// length is not known in advance: HTTP/1.1 gets it chunked.
+// join.cpp — see join.hpp. The joiner's response leaves as a replay's: header
+// through every header filter, body straight below the capture's point;
+// its length unknown, HTTP/1.1 gets it chunked.
 
 #include "join.hpp"
 
@@ -21,7 +20,7 @@ constexpr std::size_t chunk_size = 16 * 1024;  // the most one joiner holds in f
 
 const ngx_buf_tag_t join_tag = reinterpret_cast<ngx_buf_tag_t>(&ngx_http_idempotency_module);
 
-// A chunk buffer of the joiner's own, reused once sent.
+// Reused once sent.
 ngx_chain_t* chunk(ngx_http_request_t* r, RequestCtx* ctx)
 {
     ngx_chain_t* cl = ngx_chain_get_free_buf(r->pool, &ctx->join.free);
@@ -45,8 +44,7 @@ ngx_chain_t* chunk(ngx_http_request_t* r, RequestCtx* ctx)
     return cl;
 }
 
-// The request stops following and ends with `rc`: ctx, in its pool, may
-// be gone after it.
+// ctx, in its pool, may be gone after it.
 void give_up(ngx_http_request_t* r, RequestCtx* ctx, ngx_int_t rc)
 {
     feed_leave(ctx);
@@ -54,7 +52,6 @@ void give_up(ngx_http_request_t* r, RequestCtx* ctx, ngx_int_t rc)
     end_request(r, rc);
 }
 
-// The response ends as the original's did: whole, or cut off.
 void end(ngx_http_request_t* r, RequestCtx* ctx, LiveEnd how)
 {
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "idempotency: the joined response to \"%V\" ends (%d)",
@@ -71,7 +68,7 @@ void end(ngx_http_request_t* r, RequestCtx* ctx, LiveEnd how)
     give_up(r, ctx, ngx_http_send_special(r, NGX_HTTP_LAST));
 }
 
-// Sends `out` (NULL: what is held); false when the request is over.
+// NULL: what is held. False when the request is over.
 bool send(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* out)
 {
     ngx_int_t rc = ngx_http_output_filter(r, out);
@@ -87,9 +84,8 @@ bool send(ngx_http_request_t* r, RequestCtx* ctx, ngx_chain_t* out)
     return false;
 }
 
-// Fills `b` from the feed's log: the body the client has not got, as much
-// as fits. A frame that does not fit is left part-read (Join::in_frame).
-// True when the log's end was read (how).
+// A frame that does not fit is left part-read (Join::in_frame). True when the
+// log's end was read.
 bool fill(RequestCtx* ctx, std::string_view log, ngx_buf_t* b, LiveEnd& how)
 {
     Join& j = ctx->join;
@@ -128,8 +124,7 @@ bool fill(RequestCtx* ctx, std::string_view log, ngx_buf_t* b, LiveEnd& how)
     return false;
 }
 
-// Sends what the feed has that the client has not got, a chunk at a time,
-// while the client takes it; ends the response with the feed's end.
+// A chunk at a time, while the client takes it.
 void pump(RequestCtx* ctx)
 {
     ngx_http_request_t* r = ctx->request;
@@ -173,7 +168,7 @@ void pump(RequestCtx* ctx)
     }
 }
 
-// The client took what was held (or timed out).
+// Or timed out.
 void on_write(ngx_http_request_t* r)
 {
     RequestCtx* ctx = find_ctx(r);
@@ -194,7 +189,6 @@ void on_write(ngx_http_request_t* r)
     }
 }
 
-// The size of the body in `log`.
 std::size_t body_size(std::string_view log)
 {
     std::size_t size = 0;
@@ -208,7 +202,7 @@ std::size_t body_size(std::string_view log)
     return size;
 }
 
-// The body so far, whole, for the event-stream scan (a copy in r->pool).
+// A copy in r->pool, for the event-stream scan.
 std::string_view body_so_far(ngx_http_request_t* r, std::string_view log)
 {
     std::size_t size = body_size(log);
@@ -228,7 +222,6 @@ std::string_view body_so_far(ngx_http_request_t* r, std::string_view log)
     return {body, size};
 }
 
-// The feed's head came: ctx, a watcher, stops waiting and joins.
 void on_ready(RequestCtx* ctx)
 {
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,

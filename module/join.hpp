@@ -1,13 +1,8 @@
-// join.hpp — a duplicate that joins its original's response live
-// (docs/design.md#live-join): it gets the status and headers at once, the
-// bytes sent so far, then each further byte as the feed (feed.hpp) gets
-// it, and its response ends the way the original's did: whole, or cut off
-// (the connection closed before the end) when the original's was. A retry
-// of an event stream with Last-Event-ID gets only what follows that event
-// (sse.hpp). One joiner holds at most one chunk of its own in flight: a
-// slow client slows itself alone.
-// Owns the joining part of the request context (Join); must not touch the
-// feed's log (feed*.cpp) nor the claim.
+// join.hpp — a duplicate joins its original's response live: the head and
+// bytes so far at once, then each byte as the feed gets it, ending as the
+// original's did; Last-Event-ID skips what it saw (sse.hpp). One chunk in
+// flight per joiner: a slow client slows itself alone. Owns Join; must not
+// touch the feed's log nor the claim. See docs/design.md#live-join.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +16,7 @@ namespace idem {
 
 struct RequestCtx;
 
-// The joining part of the request context, written by join.cpp alone (the
-// feed it follows is the request's Follower, feed.hpp).
+// Written by join.cpp alone; the feed it follows is its Follower (feed.hpp).
 struct Join {
     std::size_t pos;       // in the feed's log: the next frame to read
     std::size_t in_frame;  // of that frame's body: what was sent already
@@ -32,14 +26,11 @@ struct Join {
     ngx_chain_t* busy;
 };
 
-// How a duplicate that follows its original's feed (feed_follow) is told:
-// it joins once the head comes, then sends what the log brings. The access
+// Joins once the head comes, then sends what the log brings. The access
 // handler hands it to the claim (RequestHooks), a floor below the answers.
 extern const FeedTell join_tell;
 
-// The request's answer is to join (Outcome::joined): sends the head and
-// what there is, then goes on as the feed grows. Returns what the
-// pre-content phase returns.
+// Returns what the pre-content phase returns.
 ngx_int_t join_send(ngx_http_request_t* r, RequestCtx* ctx) noexcept;
 
 }  // namespace idem

@@ -1,5 +1,4 @@
-// key.cpp — docs/design.md#key-syntax: the Idempotency-Key header value in bare or
-// RFC 8941 sf-string form, and the Redis key derived from it.
+// key.cpp — see key.hpp (docs/design.md#key-syntax).
 #include "key.hpp"
 
 #include <cstring>
@@ -14,7 +13,7 @@ bool is_visible_ascii(unsigned char c) noexcept
     return c >= 0x21 && c <= 0x7e;
 }
 
-// RFC 8941 sf-string characters: visible ASCII plus space.
+// Visible ASCII plus space.
 bool is_sf_string_char(unsigned char c) noexcept
 {
     return c >= 0x20 && c <= 0x7e;
@@ -42,9 +41,8 @@ ParsedKey parse_bare(std::string_view value, char* out) noexcept
     return finish_key(value.size());
 }
 
-// `value` starts with '"'. The closing quote must be the last byte: RFC 8941
-// parameters (";a=1") would make two spellings of one key, so they are
-// refused rather than ignored.
+// The closing quote must be the last byte: RFC 8941 parameters (";a=1")
+// would make two spellings of one key, so they are refused, not ignored.
 ParsedKey parse_sf_string(std::string_view value, char* out) noexcept
 {
     std::size_t length = 0;

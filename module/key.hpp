@@ -1,6 +1,5 @@
-// key.hpp — the client's idempotency key: parsing and validation of the
-// header value (docs/design.md#key-syntax) and derivation of the Redis key from it.
-// Pure: knows nothing of nginx or Redis I/O.
+// key.hpp — the client's idempotency key: parsing the header value and
+// deriving the store key. Pure. See docs/design.md#key-syntax.
 #pragma once
 
 #include <cstddef>
@@ -22,18 +21,16 @@ struct ParsedKey {
     std::size_t length;  // bytes written to `out` when status == ok
 };
 
-// Parses a header value in the bare form (visible ASCII 0x21-0x7e) or the
-// RFC 8941 sf-string form ("..." with \" and \\ escapes, 0x20-0x7e inside).
-// Both name the same key. `out` must have room for value.size() bytes.
+// Bare (visible ASCII 0x21-0x7e) or RFC 8941 sf-string ("..." with
+// \" and \\ escapes, 0x20-0x7e inside); both name the same key. `out` has
+// room for value.size() bytes.
 ParsedKey parse_key(std::string_view value, char* out) noexcept;
 
-// Hex digits appended to the prefix by derive_redis_key.
 constexpr std::size_t key_hash_hex_length = 64;
 
-// Writes prefix + hex(SHA-256(decimal(len(scope)) ":" scope key)) to `out`
-// (room for prefix.size() + key_hash_hex_length) and returns its length,
-// or 0 if OpenSSL fails.
-// The raw key never appears in Redis; different scopes never collide.
+// prefix + hex(SHA-256(decimal(len(scope)) ":" scope key)), `out` having room
+// for prefix.size() + key_hash_hex_length; 0 if OpenSSL fails. The raw key
+// never reaches the store; different scopes never collide.
 std::size_t derive_redis_key(std::string_view prefix, std::string_view scope,
                              std::string_view key, char* out) noexcept;
 

@@ -1,5 +1,4 @@
-// key_space.cpp — see key_space.hpp. The store key is derived (key.hpp)
-// from "N:" + the server's first server_name, then the scope, then the key.
+// key_space.cpp — see key_space.hpp.
 
 #include "key_space.hpp"
 
@@ -8,11 +7,9 @@
 namespace idem {
 namespace {
 
-// What names the virtual server in every store key: its first server_name,
-// the same on every gateway of a fleet. Server blocks with the same first
-// name (a site's http and https blocks) share one key space; so do those
-// without a name, which is why nginx -t warns when two of them protect
-// requests.
+// The first server_name, the same on every gateway of a fleet. Blocks with
+// the same first name (http and https) share one key space; so do those
+// without a name, hence nginx -t's warning when two of them protect requests.
 ngx_str_t server_identity(ngx_conf_t* cf)
 {
     auto* cscf = static_cast<ngx_http_core_srv_conf_t*>(ngx_http_conf_get_module_srv_conf(cf, ngx_http_core_module));
@@ -38,15 +35,13 @@ void warn_unnamed_servers(ngx_conf_t* cf, const LocConf* conf)
     }
 }
 
-// "N:" + the identity: composed with the scope, the space cannot be confused
-// with part of it.
+// Composed with the scope, the space cannot be confused with part of it.
 bool set_key_space(ngx_conf_t* cf, LocConf* conf)
 {
     return key_space_of(cf->pool, server_identity(cf), conf->key_space);
 }
 
-// `idempotency on` with no idempotency_scope anywhere above: callers of the
-// virtual server share its key space. Said once per location.
+// Callers of the virtual server share its key space. Said once per location.
 void warn_without_scope(ngx_conf_t* cf, const LocConf* conf)
 {
     auto* clcf = static_cast<ngx_http_core_loc_conf_t*>(ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module));

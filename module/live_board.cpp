@@ -12,9 +12,9 @@ namespace {
 
 constexpr std::string_view zone_name = "idempotency_live";
 
-// The two kinds apart: a streaming log bumps its slot every few
-// milliseconds, which must not set the waiters of its slot's other keys
-// looking at the store each time; nor a settle the feeds reading.
+// Two kinds apart: a streaming log bumps its slot every few ms, which must
+// not set its slot's waiters looking at the store each time; nor a settle
+// the feeds reading.
 struct Board {
     ngx_atomic_t generation[live_board_slots];  // live logs
     ngx_atomic_t settles[live_board_slots];
@@ -34,10 +34,9 @@ void live_board_attach(ngx_cycle_t* cycle) noexcept
     board = static_cast<Board*>(module_zone_block(cycle, zone_name));
 }
 
-// A store key ends with the hex of a SHA-256 (key.hpp): its last eight
-// characters are as evenly spread as the whole key, and choose the slot in
-// a few instructions, where a CRC32 of the whole key cost a new key more
-// than a thousand (its claim and its settle each ask).
+// The last eight hex digits of the key's SHA-256 are as evenly spread as the
+// whole, and cost a few instructions where a CRC32 of the key cost a new key
+// over a thousand (claim and settle each ask).
 ngx_uint_t live_board_slot(std::string_view key) noexcept
 {
     static_assert((live_board_slots & (live_board_slots - 1)) == 0, "a power of two: the top bits choose");

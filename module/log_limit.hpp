@@ -1,7 +1,5 @@
-// log_limit.hpp — per-request lines about an outage (a store that cannot be
-// reached, a zone that is full) are written at most once a second per
-// worker, with the number of requests they stand for: an outage must not
-// flood the log.
+// log_limit.hpp — per-request lines about an outage at most once a second per
+// worker, with the count they stand for: an outage must not flood the log.
 #pragma once
 
 #include "ngx.hpp"
@@ -12,8 +10,7 @@ struct LogLimiter {
     ngx_msec_t last = 0;
     ngx_uint_t count = 0;
 
-    // true when a line may be written now; `count` is then the number of
-    // occurrences it reports (this one and the ones not written).
+    // `count` then reports this occurrence and the ones not written.
     bool admit()
     {
         count++;

@@ -1,9 +1,5 @@
-// metrics.hpp — what the module counts, shared by all workers: requests by
-// outcome, Redis commands, errors, timeouts and reconnects, stores and
-// releases given up, waits that ran out, Redis round-trip and waiting-time histograms, the
-// responses and bytes handed to either store, a full zone. The counters live in a shared memory zone
-// ("idempotency_metrics", kept across reloads) and are served in Prometheus
-// text format by `idempotency_metrics;`.
+// metrics.hpp — what the module counts, in a shared zone kept across reloads
+// ("idempotency_metrics"), served in Prometheus text by `idempotency_metrics;`.
 #pragma once
 
 #include <cstdint>

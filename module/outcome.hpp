@@ -1,7 +1,5 @@
-// outcome.hpp — what a request gets from the module: one name for it
-// ($idempotency_status, the metrics' outcome label, the debug trace) and
-// one table from it to what is sent (the HTTP status, Retry-After and the
-// problem document of the module's own answers, docs/design.md#problem-answers). Pure: knows nothing of nginx.
+// outcome.hpp — what a request gets from the module: one name for it and one
+// table to what is sent. Pure. See docs/design.md#problem-answers.
 #pragma once
 
 #include <cstdint>

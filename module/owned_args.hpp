@@ -1,11 +1,7 @@
-// owned_args.hpp — the one way the module keeps copies of a command's
-// arguments: an object and the bytes of its arguments in one allocation,
-// the object's `args` viewing them. A claim in flight (store.hpp), a fenced
-// script call (redis/script_calls.hpp) and a routed command
-// (redis/router.hpp) each outlive the buffers they were made from: they
-// are answered, sent again or released after their request may be gone.
-// A script call storing a response keeps the record's bytes themselves
-// instead of a copy when it was handed them (record_bytes.hpp).
+// owned_args.hpp — an object and copies of a command's arguments in one
+// allocation, for what outlives the buffers it was made from (a claim in
+// flight, a script call, a routed command: answered, resent or released
+// after their request may be gone).
 #pragma once
 
 #include <cstring>
@@ -26,9 +22,8 @@ struct OwnedArgs {
     std::string_view operator[](int i) const noexcept { return {arg[i], len[i]}; }
 };
 
-// A value-initialised T followed by copies of `args` (at most
-// T::args.capacity of them), freed with delete_with_args (or ngx_free, for
-// a T with nothing to destroy); nullptr when out of memory.
+// At most T::args.capacity args; freed with delete_with_args (or ngx_free
+// for a trivially destructible T); nullptr when out of memory.
 template <typename T>
 T* new_with_args(const std::string_view* args, int count, ngx_log_t* log) noexcept
 {

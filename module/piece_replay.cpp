@@ -1,7 +1,6 @@
-// piece_replay.cpp — see piece_replay.hpp. The body goes out as a
-// replay's does, straight below the capture's point (capture.cpp's upper
-// body filter lets a replay's body pass), from one buffer of a piece's
-// body bytes (pieces.hpp), refilled once the client took it.
+// piece_replay.cpp — see piece_replay.hpp. The body goes straight below the
+// capture's point, as a replay's, from one buffer of a piece's body bytes
+// refilled once the client took it.
 
 #include "piece_replay.hpp"
 
@@ -37,15 +36,14 @@ struct PieceReplay {
 
 namespace {
 
-// Every end below ends the request: p, in its pool, may be gone after it,
-// so each is the last thing its caller does.
+// Ends the request: p, in its pool, may be gone after it, so each end is
+// the last thing its caller does.
 void finish(PieceReplay* p, ngx_int_t rc)
 {
     p->call.abandon();
     end_request(p->r, rc);
 }
 
-// Before the header: the answer that stands for the response instead.
 void answer(PieceReplay* p, Outcome outcome)
 {
     ngx_http_request_t* r = p->r;
@@ -56,9 +54,8 @@ void answer(PieceReplay* p, Outcome outcome)
     ngx_http_run_posted_requests(c);
 }
 
-// After the header: the response cannot go on. It is cut off, as nginx
-// cuts an upstream's response that fails midway: never completed with
-// anything else.
+// After the header: cut off, as nginx cuts an upstream's response that fails
+// midway, never completed with anything else.
 void cut(PieceReplay* p, const char* why)
 {
     ngx_log_error(NGX_LOG_ERR, p->r->connection->log, 0,
@@ -92,7 +89,6 @@ void read_next(PieceReplay* p)
     }
 }
 
-// The client took what was held (or timed out): the next piece, if any.
 void on_write(ngx_http_request_t* r)
 {
     auto* p = static_cast<PieceReplay*>(find_ctx(r)->pieces);
@@ -122,8 +118,7 @@ void on_write(ngx_http_request_t* r)
     read_next(p);
 }
 
-// A piece's body bytes, into p->plain; empty, with `why`, when the value
-// is not the piece expected there.
+// Empty, with `why`, when the value is not the piece expected there.
 std::string_view open_piece(PieceReplay* p, std::string_view value, const char*& why)
 {
     const PieceList& list = p->record->pieces;
@@ -199,9 +194,8 @@ void on_piece(void* data, LiveStatus status, std::string_view value)
     }
 }
 
-// The room for one piece, once the look showed every piece there: never
-// before, and never more than one piece's (the record's piece size, which
-// decide.cpp held to the location's idempotency_piece_size).
+// Only once the look showed every piece, and one piece's at most (the
+// record's piece size, which decide.cpp held to the location's).
 bool take_room(PieceReplay* p)
 {
     ngx_pool_t* pool = p->r->pool;
@@ -214,7 +208,6 @@ bool take_room(PieceReplay* p)
     return p->plain != nullptr;
 }
 
-// The pieces are all there: the header goes, then the first piece is read.
 void on_look(void* data, LiveStatus status, std::string_view look)
 {
     auto* p = static_cast<PieceReplay*>(data);

@@ -1,9 +1,8 @@
-// piece_replay.hpp — replays a response kept in pieces (pieces.hpp,
-// docs/design.md#large-responses-in-pieces): one look at every piece
-// first, and 410 when one is missing, of another response or altered —
-// never a part of a response, never a second execution; then the header,
-// and the pieces one at a time, each read from the store once the client
-// has taken the one before: a replay holds one piece, not the response.
+// piece_replay.hpp — replays a response kept in pieces: one look at every
+// piece first, 410 when one is missing, foreign or altered (never part of a
+// response, never a second execution); then one piece at a time, each read
+// once the client took the one before. See
+// docs/design.md#large-responses-in-pieces.
 #pragma once
 
 #include "ngx.hpp"
@@ -12,8 +11,7 @@ namespace idem {
 
 struct RequestCtx;
 
-// Replays ctx->stored, a record of version 4; NGX_DONE (the request is
-// finalized when the replay ends).
+// ctx->stored is a version-4 record. NGX_DONE: finalized when the replay ends.
 ngx_int_t replay_pieces(ngx_http_request_t* r, RequestCtx* ctx) noexcept;
 
 }  // namespace idem

@@ -1,15 +1,10 @@
-// piece_writer.cpp — see piece_writer.hpp. Each piece is written as a
-// live log is made (LiveStore::live_append at 0: `SET key value PX ttl NX` on
-// Redis), compressed when that pays (idempotency_compress), sealed bound
-// to its key (idempotency_encrypt_key). The writer keeps copies of what it
-// needs of the request (the store key, the keys' base), so that it can
-// follow the answers after the request is gone, and the bytes of the piece
-// at the store until it has landed, so that it can send them again: after
-// a failure for now (LiveStatus::lost), with the backoff of a record's
-// retries (redis/retry.hpp), for up to idempotency_lock_ttl, the request
-// renewing its claim meanwhile. A piece sent again finds itself there when the first
-// attempt landed and only its answer was lost: its name is this
-// request's alone (the claim token's id), so that is its own.
+// piece_writer.cpp — see piece_writer.hpp. Each piece is written like a live
+// log at 0 (`SET key value PX ttl NX` on Redis), compressed when that pays,
+// sealed bound to its key. The writer copies what it needs of the request so
+// it can follow answers after the request is gone, and keeps the piece's
+// bytes until it lands to send them again after LiveStatus::lost. A piece
+// sent again that finds itself there landed before: its name (the claim
+// token's id) is this request's alone.
 
 #include "piece_writer.hpp"
 
@@ -30,14 +25,13 @@ namespace idem {
 // not expire before it does, however long the response took.
 constexpr std::uint64_t piece_ttl_margin_ms = 60 * 60 * 1000;
 
-// Where the writer is in its life.
 enum class WriterState : std::uint8_t {
     capturing,  // the capture puts pieces
     dropping,   // let go, the response not kept: the pieces go once the store has answered them
     keeping,    // let go with the record sent: the pieces stay or go by what became of it
 };
 
-// The piece at the store (one at most).
+// At most one at the store.
 enum class PieceAt : std::uint8_t {
     none,     // the next may go
     written,  // sent, its answer awaited
@@ -86,16 +80,13 @@ void free_writer(PieceWriter* w)
     ngx_free(w);
 }
 
-// The key of piece `index`, in `out` (room for base + piece_index_digits).
 std::string_view piece_key(const PieceWriter* w, std::uint32_t index, char* out)
 {
     return {out, write_piece_key(view(w->base), index, out)};
 }
 
-// Every piece answered and the capture done: the writer goes, the pieces
-// kept (their expiry pushed out: the record landed, and they outlive it)
-// or deleted (the response not kept, or its record did not land); when
-// the store cannot say what became of the record, they are left to expire.
+// The pieces are kept (expiry pushed out past the record's) or deleted;
+// when the store cannot say what became of the record, left to expire.
 void settle(PieceWriter* w)
 {
     if (w->state == WriterState::capturing || w->at != PieceAt::none) {
@@ -124,8 +115,7 @@ void settle(PieceWriter* w)
     free_writer(w);
 }
 
-// The piece at the store is answered (landed, or failed for good): the
-// capture is told, or, once it let go, the writer settles.
+// Landed, or failed for good.
 void piece_answered(PieceWriter* w)
 {
     w->at = PieceAt::none;
@@ -139,8 +129,7 @@ void piece_answered(PieceWriter* w)
 
 void send(PieceWriter* w);
 
-// The piece at the store failed for now (`why`): true when it is sent
-// again after the backoff, false when its window is over.
+// False when its window is over.
 bool again_later(PieceWriter* w, const char* why)
 {
     std::uint64_t wait = 0;
@@ -204,7 +193,6 @@ void on_retry_timer(ngx_event_t* ev)
     send(static_cast<PieceWriter*>(ev->data));
 }
 
-// The piece at the store (the last one given an index) goes, or goes again.
 void send(PieceWriter* w)
 {
     char key[max_piece_key_size];
@@ -256,7 +244,6 @@ PieceWriter* pieces_begin(RequestCtx* ctx, void (*answered)(void* data), void* d
         return nullptr;
     }
     new (w) PieceWriter{};
-    // the piece at the store: its head, its body bytes or their zstd frame, a seal
     w->value_room = piece_head_size + ngx_max(RecordCompressor::frame_bound(piece_size), piece_size) + seal_overhead;
     w->value = static_cast<char*>(ngx_alloc(w->value_room, log));
     if (w->value == nullptr) {
@@ -300,8 +287,7 @@ bool pieces_put(PieceWriter* w, std::string_view body) noexcept
         return false;
     }
     std::uint32_t index = w->written;
-    // the piece: its head, then the body bytes or their zstd frame; sealed,
-    // it is made apart first
+    // sealed, it is made apart first
     std::size_t bound = piece_head_size + (w->compress ? RecordCompressor::frame_bound(body.size()) : body.size());
     char* plain = w->value;
     if (w->seal_key != nullptr) {

@@ -1,8 +1,8 @@
-// problem.cpp — the module's own error answers: application/problem+json
-// bodies per RFC 9457 (type, title, status, detail), with Retry-After where
-// a retry can succeed. Where the location has an error_page for the status,
-// nginx's error_page answers instead, so an API keeps its own error shape;
-// Retry-After and $idempotency_status stay available there.
+// problem.cpp — the module's own error answers: RFC 9457 problem+json, with
+// Retry-After where a retry can succeed. A location's error_page for the
+// status answers instead, so an API keeps its own error shape; Retry-After
+// and $idempotency_status stay available there.
+// See docs/design.md#problem-answers.
 
 #include "problem.hpp"
 #include "send.hpp"

@@ -1,7 +1,6 @@
-// record.cpp — encoding and strict decoding of the records kept under an
-// idempotency key (layout in record.hpp). Decoding trusts nothing: every
-// length is checked against the bytes actually there, and a response is
-// checked to be one that can be sent again.
+// record.cpp — encoding and strict decoding of records (layout in record.hpp).
+// Decoding trusts nothing: every length is checked against the bytes there,
+// and a response must be one that can be sent again.
 #include "record.hpp"
 
 #include <cstring>
@@ -15,8 +14,7 @@ namespace {
 
 constexpr std::size_t header_entry_overhead = 2 + 4;
 
-// Sequential big-endian reads that fail, rather than overrun, when the
-// input is short.
+// Fail, rather than overrun, when the input is short.
 class Cursor {
 public:
     explicit Cursor(std::string_view bytes) noexcept : rest_(bytes) {}
@@ -94,7 +92,7 @@ bool read_entries(Cursor& cursor, std::uint16_t count, std::string_view& out) no
     return true;
 }
 
-// The first flaw of the `count` entries (already walked by read_entries).
+// Entries already walked by read_entries.
 RecordFlaw entries_flaw(std::string_view entries, std::uint16_t count) noexcept
 {
     HeaderReader reader(entries, count);
@@ -108,7 +106,7 @@ RecordFlaw entries_flaw(std::string_view entries, std::uint16_t count) noexcept
     return RecordFlaw::none;
 }
 
-// What a replay would send, as a response: replayable.hpp's rule.
+// replayable.hpp's rule.
 RecordFlaw stored_response_flaw(const Record& record) noexcept
 {
     if (!replayable_status(record.status)) {
@@ -140,7 +138,7 @@ bool decode_response(Cursor& cursor, Record& record, bool extras) noexcept
            && (record.flags != 0 || record.trailer_count != 0);
 }
 
-// Version 4, the cursor after the fingerprint (layout in record.hpp).
+// The cursor after the fingerprint.
 bool decode_pieces(Cursor& cursor, Record& record) noexcept
 {
     PieceList& p = record.pieces;
@@ -358,9 +356,8 @@ std::size_t encode_pieces_record(char* out, const Digest& fingerprint, std::uint
     if (size == 0 || pieces.id.size() != pieces_id_size || pieces.stored_sizes.size() != std::size_t{4} * pieces.count) {
         return 0;
     }
-    // The response part first, as a plain record of its version without a
-    // body writes it, where it ends up: its prefix, which the record's own
-    // then overwrites, before it.
+    // The response part first, where it ends up, as a plain record of its
+    // version without a body writes it; its prefix is then overwritten.
     const std::size_t list = pieces_id_size + 4 + 4 + 8 + pieces.stored_sizes.size();
     char* inner = out + list + 1;
     char* body_at = encode_response_head(inner, fingerprint, status, headers, count, 0, extras);

@@ -1,9 +1,7 @@
-// record.hpp — the versioned binary codec of what the module keeps under a
-// store key (in Redis or in the zone): an in-flight claim, a stored
-// response, or the marker of a response that was executed but cannot be
-// replayed. Pure: knows nothing of nginx or Redis. Who frees a record's
-// bytes is record_bytes.hpp's.
-//
+// record.hpp — the versioned binary codec of what is kept under a store key:
+// a claim, a response, or an unreplayable marker. Pure: no nginx or Redis.
+// Who frees a record's bytes is record_bytes.hpp's. See
+// docs/design.md#how-it-works. The layout is stored data, so it stays here:
 // Layout (all integers big-endian):
 //   "IDM" version(1) kind(1) fingerprint(32)
 //   claim:        token_len(1) token
@@ -12,24 +10,19 @@
 //                 body_len(4) body
 //                 [trailer_count(2) { name_len(2) name value_len(4) value } * trailer_count]
 //   unreplayable: status(2) [why(1)]
-// Version 2 adds the bracketed parts to a response; a response without
-// flags or trailers is written as version 1, which every release reads.
-// Version 5 is a marker that says why (MarkerWhy, never `unsaid`); one
-// that does not is written as version 1. A release before it reads a
-// marker of version 5 as a later release's record: 410 all the same.
-// Version 3 is a response of version 1 or 2 compressed (compression.hpp).
+// Version 2 adds the bracketed parts; a response without them is written as
+// version 1, which every release reads. Version 5: a marker that says why
+// (MarkerWhy); older releases read it as a later record: 410 all the same.
+// Version 3: a response of version 1 or 2 compressed (compression.hpp).
 // Version 4 is a response whose body is kept in pieces under keys of their
 // own (pieces.hpp), its record the list of them:
 //   "IDM" 4 kind(response) fingerprint(32) id(16) piece_count(4)
 //   piece_size(4) body_size(8) { stored_size(4) } * piece_count
 //   inner_version(1) status(2) [flags(1)] header_count(2) headers
 //   body_len(4, always 0) [trailers]
-// where inner_version (1 or 2) says whether the bracketed parts are there,
-// as in a record of that version.
-// Anything else — wrong magic or version, unknown flags, truncated,
-// trailing bytes — is refused by decode_record, and so is a response that
-// must not be sent again as it stands (replayable.hpp); a later release's
-// version is told apart (RecordFlaw below).
+// inner_version (1 or 2) says whether the bracketed parts are there.
+// decode_record refuses anything else, and a response that must not be sent
+// again as it stands (replayable.hpp).
 #pragma once
 
 #include <cstddef>
@@ -52,15 +45,13 @@ constexpr std::uint32_t max_piece_count = 4096;        // the most pieces one re
 constexpr std::uint32_t max_piece_bytes = 64 * 1024 * 1024;  // the most a piece holds (idempotency_piece_size)
 constexpr std::size_t record_prefix_size = 3 + 1 + 1 + 32;
 
-// What a stored response may hold beyond its body (whose limit is
-// idempotency_max_response_size): a response with more headers, or more
-// header bytes, is delivered but not stored (its retries get 410).
+// A response with more headers or header bytes is delivered but not stored
+// (its retries get 410).
 constexpr std::size_t max_record_headers = 100;
 constexpr std::size_t max_record_header_bytes = 64 * 1024;
 constexpr std::size_t max_token_length = 255;
 
-// The largest record a response of up to `max_body` bytes of body can
-// make: what a compressed record may open into (compression.hpp).
+// What a compressed record may open into (compression.hpp).
 constexpr std::size_t max_plain_record(std::size_t max_body) noexcept
 {
     return max_body + 4 * max_record_header_bytes;
@@ -68,10 +59,8 @@ constexpr std::size_t max_plain_record(std::size_t max_body) noexcept
 
 enum class RecordKind : std::uint8_t { claim = 1, response = 2, unreplayable = 3 };
 
-// Why an unreplayable marker stands for the response, when it says
-// (version 5): the response could be sent once but never again
-// (replayable.hpp). Stored: a value keeps its meaning for good. A value
-// this release does not know is kept as it was read (a later release's).
+// Stored: a value keeps its meaning for good. An unknown value (a later
+// release's) is kept as it was read.
 enum class MarkerWhy : std::uint8_t { unsaid = 0, bad_status = 1, bad_header_name = 2, bad_header_value = 3 };
 
 struct Header {
@@ -79,8 +68,8 @@ struct Header {
     std::string_view value;
 };
 
-// How nginx treated a response, beyond its status and headers, that a
-// replay must repeat for the filters after the capture to treat it alike.
+// What a replay must repeat for the filters after the capture to treat the
+// response alike.
 enum ResponseFlag : std::uint8_t {
     allow_ranges = 1,     // the range filter may answer a Range request from it
     single_range = 2,     // ... with one range only
@@ -96,10 +85,8 @@ struct ResponseExtras {
     bool any() const noexcept { return flags != 0 || trailer_count != 0; }
 };
 
-// Where a response kept in pieces (version 4) has its body: `count`
-// pieces named by `id` (pieces.hpp), each holding `size` bytes of the body
-// but the last, which holds the rest of body_size; stored_sizes holds, for
-// each, its size in the store (big-endian 32 bits each).
+// Each piece holds `size` body bytes but the last, which holds the rest;
+// stored_sizes: each one's size in the store, big-endian 32 bits each.
 struct PieceList {
     std::string_view id;
     std::uint32_t count = 0;  // 0: the body is in the record itself
@@ -108,7 +95,6 @@ struct PieceList {
     std::string_view stored_sizes;
 
     std::uint32_t stored_size(std::uint32_t index) const noexcept;
-    // The body bytes piece `index` holds.
     std::uint32_t plain_size(std::uint32_t index) const noexcept;
 };
 
@@ -128,21 +114,16 @@ struct Record {
     PieceList pieces;             // response of version 4: `body` is empty, the body is there
 };
 
-// Why a record was refused all the same: a response well formed but not to
-// be sent again, or a later release's record (its magic, a version above
-// ours). Later releases keep claims in a version every release reads, so
-// such a record is a stored answer this release cannot read (410), never one to
-// execute again for. A compressed record (version 3) is opened first
-// (compressed). A value with the magic that does not decode is ours,
-// damaged or cut short (damaged): 410, never 503 as someone else's value.
+// Later releases keep claims in a version every release reads, so a record
+// of a newer version is a stored answer (410), never one to execute again.
+// A value with the magic that does not decode is ours, damaged: 410, never
+// 503 as someone else's value.
 enum class RecordFlaw : std::uint8_t { none, status, header_name, header_value, newer_version, compressed, damaged };
 
-// `flaw`, when given, tells a refused record from bytes that are not a
-// record at all (RecordFlaw::none: no magic).
+// `flaw` tells a refused record from bytes that are not a record (none: no magic).
 std::optional<Record> decode_record(std::string_view bytes, RecordFlaw* flaw = nullptr) noexcept;
 
-// `record`, decoded from `from`, as it reads from a copy of those bytes at
-// `to`: every view moved along.
+// Every view moved from `from` to a copy of those bytes at `to`.
 Record rebased(const Record& record, std::string_view from, const char* to) noexcept;
 
 class HeaderReader {
@@ -167,33 +148,25 @@ HeaderLimit check_header_limits(const Header* headers, std::size_t count) noexce
 
 // Both return 0 for a token longer than max_token_length.
 std::size_t claim_size(std::string_view token) noexcept;
-// Writes a claim record to out (room for claim_size(token)); returns its size.
 std::size_t encode_claim(const Digest& fingerprint, std::string_view token,
                          char* out) noexcept;
 
-// Size of a response record with these headers, a body of body_size and
-// these extras; 0 if the layout cannot hold them (more than 65535 headers or
-// trailers, a name over 65535 bytes, a value or body over 4 GiB - 1).
+// 0 if the layout cannot hold them (over 65535 headers or trailers, a name
+// over 65535 bytes, a value or body over 4 GiB - 1).
 std::size_t response_size(const Header* headers, std::size_t count,
                           std::size_t body_size, const ResponseExtras& extras = {}) noexcept;
 std::size_t response_head_size(const Header* headers, std::size_t count,
                                const ResponseExtras& extras = {}) noexcept;
 std::size_t response_tail_size(const ResponseExtras& extras) noexcept;
-// Writes everything of a response record before the body bytes; returns
-// where the caller copies the body (exactly body_size bytes), or nullptr,
-// writing nothing, when response_size() would be 0. The trailers, if any,
-// go after the body with encode_response_tail.
+// Returns where the caller copies exactly body_size body bytes, or nullptr,
+// writing nothing, when response_size() would be 0.
 char* encode_response_head(char* out, const Digest& fingerprint,
                            std::uint16_t status, const Header* headers,
                            std::size_t count, std::size_t body_size,
                            const ResponseExtras& extras = {}) noexcept;
-// Writes what follows the body (room for response_tail_size); returns its end.
 char* encode_response_tail(char* out, const ResponseExtras& extras) noexcept;
 
-// A response kept in pieces (version 4): the size of its record, 0 when
-// the layout cannot hold it; the record, written to `out` (room for
-// pieces_record_size), whose size it returns (0: nothing written).
-// `pieces.stored_sizes` holds pieces.count sizes as PieceList says.
+// 0 when the layout cannot hold it / nothing written.
 std::size_t pieces_record_size(const Header* headers, std::size_t count, const ResponseExtras& extras,
                                std::uint32_t piece_count) noexcept;
 std::size_t encode_pieces_record(char* out, const Digest& fingerprint, std::uint16_t status, const Header* headers,
@@ -202,8 +175,7 @@ std::size_t encode_pieces_record(char* out, const Digest& fingerprint, std::uint
 constexpr std::size_t unreplayable_size = record_prefix_size + 2;
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status,
                                 char* out) noexcept;
-// A marker that says why (room for unreplayable_why_size); MarkerWhy::unsaid
-// writes the plain marker.
+// MarkerWhy::unsaid writes the plain marker.
 constexpr std::size_t unreplayable_why_size = unreplayable_size + 1;
 std::size_t encode_unreplayable(const Digest& fingerprint, std::uint16_t status, MarkerWhy why,
                                 char* out) noexcept;

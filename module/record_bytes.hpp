@@ -1,10 +1,7 @@
-// record_bytes.hpp — who frees a record's bytes, in the type: the zero-copy
-// hand-off of a record between the request and its store. A RecordBytes
-// either owns the block its bytes lie in — ngx_alloc'd memory (nginx's
-// ngx_alloc is malloc, its ngx_free is free), freed with it, handed on by
-// moving — or borrows bytes someone else keeps alive until the call
-// returns, which whoever keeps them must copy. Move-only. Pure: knows
-// nothing of nginx (unit-tested in t/unit/test_record_bytes.cpp).
+// record_bytes.hpp — who frees a record's bytes, in the type, for the zero-copy
+// hand-off between request and store: owns an ngx_alloc'd block (ngx_alloc is
+// malloc), handed on by moving, or borrows bytes alive until the call
+// returns, which a keeper must copy. Pure.
 #pragma once
 
 #include <cstdlib>
@@ -18,8 +15,7 @@ class RecordBytes {
 public:
     RecordBytes() noexcept = default;
 
-    // `bytes` lying within `block`, taken over (nullptr: owns nothing, the
-    // bytes borrowed).
+    // block nullptr: owns nothing, the bytes borrowed.
     static RecordBytes owned(char* block, std::string_view bytes) noexcept { return {block, bytes}; }
     static RecordBytes borrowed(std::string_view bytes) noexcept { return {nullptr, bytes}; }
 
@@ -35,13 +31,10 @@ public:
     }
 
     std::string_view view() const noexcept { return bytes_; }
-    // Whether the bytes are this object's to free (and so to hand on
-    // without copying).
     bool owns() const noexcept { return block_ != nullptr; }
 
-    // Hands the block over to a caller that frees it with ngx_free itself
-    // (an nginx pool cleanup); nullptr when the bytes were borrowed. The
-    // object is left empty.
+    // For a caller that frees it with ngx_free (a pool cleanup); nullptr when
+    // borrowed. Leaves the object empty.
     char* release() noexcept
     {
         bytes_ = {};

@@ -1,14 +1,9 @@
-// replay.cpp — sends a stored response: its status, its headers in stored
-// order (repeated ones kept), its body byte for byte, and
-// `Idempotent-Replayed: true` (idempotency_replayed_header names it, or
-// turns it off). Date, Server and the hop-by-hop headers are
-// nginx's own, fresh. The upstream is not contacted.
-//
-// The record's body is the bytes the client got, its headers those the
-// response had before the header filters (capture.cpp). The replay's header
-// passes every header filter, as the original's did (add_header, expires,
-// $idempotency_status fresh); its body goes straight below the capture's
-// point, so that SSI, addition and sub_filter do not run again.
+// replay.cpp — sends a stored response without contacting the upstream: status,
+// headers in stored order, body byte for byte, and the replay header; Date,
+// Server and hop-by-hop headers are nginx's own. The header passes every
+// header filter as the original's did; the body goes straight below the
+// capture's point, so SSI, addition and sub_filter do not run again.
+// See docs/design.md#replay-as-received.
 
 #include "replay.hpp"
 

@@ -18,11 +18,9 @@ bool equals_ci(std::string_view a, std::string_view b)
                               reinterpret_cast<u_char*>(const_cast<char*>(b.data())), a.size()) == 0;
 }
 
-// Headers nginx keeps a pointer to besides the list, as the upstream module
-// sets them for the original response: the filters after the capture look
-// there (gzip at Content-Encoding, expires at Expires and Cache-Control,
-// not_modified at Last-Modified and ETag), so a replay has them where the
-// original had them and the filters treat both alike.
+// The filters after the capture look at nginx's pointers, not the list (gzip,
+// expires, not_modified), so a replay sets them where the upstream module set
+// the original's, and both are treated alike.
 struct KeptHeader {
     std::string_view name;
     ngx_table_elt_t* ngx_http_headers_out_t::*field;
@@ -57,7 +55,7 @@ constexpr KeptHeaders kept_header_lists[] = {
     {"Link", &ngx_http_headers_out_t::link},
 };
 
-// Appends `h` to the repeated headers of its name, after the ones before it.
+// After the ones before it.
 bool keep_in_list(ngx_http_request_t* r, KeptList& list, ngx_table_elt_t* h)
 {
 #if nginx_version >= 1023000
@@ -81,7 +79,6 @@ bool keep_in_list(ngx_http_request_t* r, KeptList& list, ngx_table_elt_t* h)
 #endif
 }
 
-// Files the list entry `h` where nginx keeps a header of its name.
 bool keep_where_nginx_does(ngx_http_request_t* r, ngx_table_elt_t* h, std::string_view name)
 {
     ngx_http_headers_out_t& out = r->headers_out;

@@ -1,8 +1,6 @@
-// request_ctx.cpp — the request context's lifetime: made in r->pool with a
-// pool cleanup that runs what its handler said its end does, found again
-// after an internal redirect, and the one read-only context every request
-// without a key shares.
-// Owns creating and finding contexts; must not touch what they hold.
+// request_ctx.cpp — the request context's lifetime: made, found again after
+// an internal redirect, and the keyless requests' shared one. Must not touch
+// what contexts hold.
 
 #include "request_ctx.hpp"
 
@@ -17,10 +15,9 @@ void run_ended(void* data)
     ctx->hooks->ended(ctx);
 }
 
-// Nothing is claimed, captured or answered for a request without a key, so
-// it needs no context of its own: all share this one, which nothing writes
-// after start-up. It is answered already (nothing to do) for an internal
-// redirect's return to the phase.
+// Nothing is claimed, captured or answered for a request without a key: all
+// share this one, never written after start-up, answered already for an
+// internal redirect's return to the phase.
 RequestCtx keyless = [] {
     RequestCtx ctx{};
     ctx.outcome = Outcome::missing;

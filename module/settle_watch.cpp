@@ -7,14 +7,12 @@
 namespace idem {
 namespace {
 
-// While this worker has watchers, the board's settles are looked at this
-// often: an original that settled in another worker of this nginx is
-// looked for at once, not at the waiters' next look.
+// An original settled in another worker is looked for at once, not at the
+// waiters' next look.
 constexpr ngx_msec_t tick = 1;
 
-// The watchers of each slot, and the slot's settles when the board was last
-// looked at (ngx_alloc'd with the first watcher, kept for the worker's life;
-// without it, watchers only look on their own schedule).
+// ngx_alloc'd with the first watcher, kept for the worker's life; without it
+// watchers only look on their own schedule.
 struct Slot {
     ngx_queue_t watchers;  // by SettleWatch::link
     ngx_queue_t busy;      // in busy_slots while it has watchers: the tick walks those alone

@@ -1,5 +1,5 @@
-// sse.cpp — see sse.hpp. One pass over the stream's lines, remembering only
-// whether the event read so far set the last event ID to the one sought.
+// sse.cpp — see sse.hpp. One pass over the lines, remembering only whether the
+// event so far set the last event ID to the one sought.
 #include "sse.hpp"
 
 #include <cstdint>
@@ -20,8 +20,7 @@ bool is_space_or_tab(char c) noexcept
     return c == ' ' || c == '\t';
 }
 
-// Whether `expected` starts with the UTF-8 encoding of `cp`; if so, moves
-// `expected` past it.
+// If so, moves `expected` past it.
 bool take_code_point(std::string_view& expected, std::uint32_t cp) noexcept
 {
     char bytes[4];
@@ -48,10 +47,9 @@ bool take_code_point(std::string_view& expected, std::uint32_t cp) noexcept
     return true;
 }
 
-// Whether `raw`, decoded as a browser decodes the stream (the Encoding
-// Standard's UTF-8 decoder: each maximal bad sequence becomes U+FFFD), is
-// `expected` in UTF-8. A line holds whole sequences: a line end is ASCII,
-// which ends any sequence it interrupts.
+// As the Encoding Standard's UTF-8 decoder (each maximal bad sequence is
+// U+FFFD). A line holds whole sequences: a line end is ASCII, which ends any
+// sequence it interrupts.
 bool decodes_to(std::string_view raw, std::string_view expected) noexcept
 {
     constexpr std::uint32_t replacement = 0xFFFD;
@@ -104,7 +102,7 @@ bool decodes_to(std::string_view raw, std::string_view expected) noexcept
     return expected.empty();
 }
 
-// Without the spaces and tabs around it, which HTTP does not carry.
+// HTTP does not carry them.
 std::string_view trimmed(std::string_view s) noexcept
 {
     while (!s.empty() && is_space_or_tab(s.front())) {

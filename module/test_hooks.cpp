@@ -1,18 +1,12 @@
-// test_hooks.cpp — a test build's raw access to the store, compiled only
-// with -DIDEM_TEST_HOOKS (test_hooks.hpp): `idempotency_test_store_raw`
-// makes a location read, write and delete the bytes under any key of its
-// store — a record, a piece, a live log — so that scripts/fuzz-gateway.pl
-// can put in the zone store what it puts in Redis with SET. It goes through
-// the Store interface alone (peek, live_expire, live_append at 0): no
-// store learns anything for it.
-//
-//   GET    ?key=K            200 with the bytes (X-Ttl-Ms: their time left), 404 when absent
-//   PUT    ?key=K[&ttl=MS]   the body becomes K's value (K deleted first; ttl default 600000)
-//   DELETE ?key=K            K deleted
-//
-// K is the store key as the store names it, URI-escaped. The body must fit
-// client_body_buffer_size (413 otherwise: it is read from memory only).
-// Never in a release: whoever reaches the location could write any record.
+// test_hooks.cpp — -DIDEM_TEST_HOOKS only, never in a release (whoever reaches
+// the location could write any record): `idempotency_test_store_raw` reads,
+// writes and deletes the bytes under any store key through the Store
+// interface alone, so scripts/fuzz-gateway.pl can fill the zone as Redis.
+//   GET    ?key=K            200 with the bytes (X-Ttl-Ms), 404 when absent
+//   PUT    ?key=K[&ttl=MS]   the body becomes K's value (deleted first; ttl 600000)
+//   DELETE ?key=K
+// K as the store names it, URI-escaped. The body must fit
+// client_body_buffer_size (413 otherwise).
 
 #ifdef IDEM_TEST_HOOKS
 
@@ -48,7 +42,7 @@ ngx_int_t send_bytes(ngx_http_request_t* r, ngx_uint_t status, std::string_view 
 // Marks the request's RawCtx among its pool cleanups (ctx_of).
 void marker(void*) {}
 
-// Ends the request: ctx, in its pool, may be gone after it.
+// ctx, in its pool, may be gone after it.
 void finish(RawCtx* ctx, ngx_int_t rc)
 {
     ctx->call.abandon();
@@ -96,8 +90,8 @@ void on_read(void* data, LiveStatus status, std::string_view value, std::int64_t
     finish(ctx, send_bytes(r, NGX_HTTP_OK, {reinterpret_cast<char*>(copy), value.size()}));
 }
 
-// The request's RawCtx: its pool cleanup's data (not a module context,
-// whose slot is the protected request's RequestCtx: the filters read it).
+// Not a module context, whose slot is the protected request's RequestCtx
+// (the filters read it).
 RawCtx* ctx_of(ngx_http_request_t* r)
 {
     for (ngx_pool_cleanup_t* c = r->pool->cleanup; c != nullptr; c = c->next) {
@@ -146,7 +140,7 @@ void on_body(ngx_http_request_t* r)
     }
 }
 
-// A query argument, unescaped; false when absent.
+// Unescaped; false when absent.
 bool query_arg(ngx_http_request_t* r, const char* name, ngx_str_t& out)
 {
     ngx_str_t raw;

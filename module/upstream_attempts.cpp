@@ -4,10 +4,9 @@
 
 namespace idem {
 
-// nginx's record of the upstream attempts: r->upstream_states has one entry
-// per peer tried (proxy_next_upstream), kept across internal redirects, with
-// a separator (no peer) between upstreams. `answering` is the attempt whose
-// answer is the response, nullptr when nginx answers.
+// r->upstream_states: one entry per peer tried, kept across internal
+// redirects, a separator (no peer) between upstreams. `answering` nullptr:
+// nginx answers.
 UpstreamFacts upstream_facts(ngx_http_request_t* r, const ngx_http_upstream_state_t* answering,
                              const ReleaseStatuses& declining) noexcept
 {

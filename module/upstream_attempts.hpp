@@ -1,7 +1,6 @@
-// upstream_attempts.hpp — what nginx's own record of a request's upstream
-// attempts says, in disposition.hpp's terms: which peers were tried, which
-// may have received the request, which answered. Reads r->upstream_states
-// and r->upstream only; changes nothing.
+// upstream_attempts.hpp — nginx's record of a request's upstream attempts in
+// disposition.hpp's terms. Reads r->upstream_states and r->upstream only.
+// See docs/design.md#not-executed.
 #pragma once
 
 #include "disposition.hpp"

@@ -1,4 +1,4 @@
-// upstream_control.cpp — see upstream_control.hpp (the parse rules).
+// upstream_control.cpp — see upstream_control.hpp.
 
 #include "upstream_control.hpp"
 

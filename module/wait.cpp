@@ -16,7 +16,6 @@
 
 namespace idem {
 
-// The requests of one worker waiting for one in-flight key.
 struct WaitGroup {
     ngx_str_node_t node;   // str: the group's identity (location, fingerprint, Redis key)
     ngx_queue_t members;   // by Wait::link, in the order they came
@@ -49,8 +48,7 @@ LogLimiter timeout_log;
 
 void look(WaitGroup* g) noexcept;
 
-// A look on this turn of the event loop, after whatever runs now (the
-// settles' walk over their slots, an answer to the members).
+// After whatever runs now (the settles' walk, an answer to the members).
 void look_soon(WaitGroup* g) noexcept
 {
     if (g->look != nullptr) {
@@ -67,9 +65,8 @@ WaitGroup* group_of_watch(SettleWatch* w)
     return reinterpret_cast<WaitGroup*>(reinterpret_cast<char*>(w) - offsetof(WaitGroup, watch));
 }
 
-// The key's slot settled: the group looks now; one whose look is in flight
-// looks again when that look finds the original still in flight (it may
-// have reached the store before the settle did).
+// A group whose look is in flight looks again if that look finds the
+// original still in flight: it may have reached the store before the settle.
 void on_settled(SettleWatch* w)
 {
     WaitGroup* g = group_of_watch(w);
@@ -123,8 +120,8 @@ void leave(RequestCtx* ctx) noexcept
     }
 }
 
-// Answers one member, which leaves the group first; the group stays
-// allocated through the answer (its request may finish other members).
+// The group stays allocated through the answer: its request may finish
+// other members.
 void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant = nullptr) noexcept
 {
     leave(ctx);
@@ -139,8 +136,8 @@ void answer(WaitGroup* g, RequestCtx* ctx, const ClaimResult& result, const Look
     g->answering = outer;
 }
 
-// The next look after `delay`, unless one is in flight already (a member
-// answered just now may have settled at once and woken the group).
+// Unless a look is in flight already: a member just answered may have
+// settled at once and woken the group.
 void look_later(WaitGroup* g, ngx_msec_t delay) noexcept
 {
     g->delay = delay;
@@ -160,9 +157,8 @@ void answer_all(WaitGroup* g, const ClaimResult& result) noexcept
 {
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0, "idempotency: the look at \"%*s\" answers every waiting request",
                    g->key.size(), g->key.data());
-    // Only the last member answered may take the store's block over: a
-    // member's request may be finished, and its pool freed, during its
-    // answer, while the others still copy from the block.
+    // Only the last member may take the store's block over: a member's pool
+    // may be freed during its answer while the others still copy from it.
     ClaimResult copied = result;
     copied.bytes = nullptr;
     while (!ngx_queue_empty(&g->members)) {
@@ -172,9 +168,7 @@ void answer_all(WaitGroup* g, const ClaimResult& result) noexcept
     free_if_empty(g);
 }
 
-// The original is still in flight, or the look could not tell (it timed
-// out): members whose wait ran out get `result` (409, or 503), the others
-// wait for the next look.
+// Or the look timed out: members whose wait ran out get `result` (409, 503).
 void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
 {
     ngx_queue_t* q = ngx_queue_head(&g->members);
@@ -196,9 +190,8 @@ void still_in_flight(WaitGroup* g, const ClaimResult& result) noexcept
     look_later(g, static_cast<ngx_msec_t>(look_backoff.after(g->delay)));
 }
 
-// The look was granted the claim: the original was released and the first
-// member becomes the new original, with the claim record the look was made
-// with (all claim records have the same size); the others wait on for it.
+// The first member becomes the new original with the look's claim record
+// (all claim records have the same size); the others wait on for it.
 void granted(WaitGroup* g, const ClaimResult& result) noexcept
 {
     LookGrant grant{{g->claim, g->claim_len}, g->lease_end};
@@ -238,13 +231,11 @@ void on_look_timeout(ngx_event_t* ev)
     }
     g->store->abandon(g->look);
     g->look = nullptr;
-    // The look's own deadline passed, not the members': those whose wait is
-    // over get 503, the others wait on and look again (a Redis that stalls
-    // answers a later look; one that is gone fails it at once).
+    // The look's deadline passed, not the members': a stalling Redis answers
+    // a later look; a gone one fails it at once.
     still_in_flight(g, {Outcome::unavailable, nullptr, {}});
 }
 
-// One claim attempt for the whole group, with the first member's claim record.
 void look(WaitGroup* g) noexcept
 {
     if (g->next.timer_set) {
@@ -271,8 +262,8 @@ void look(WaitGroup* g) noexcept
     ngx_add_timer(&g->timeout, conf->redis_timeout);
 }
 
-// The member's wait ran out: it gets the answer of the look in flight, of
-// one it starts now, or, when the last look is only just sent, 409 at once.
+// The answer of the look in flight, of one started now, or, when the last
+// look is only just sent, 409 at once.
 void on_wait_over(ngx_event_t* ev)
 {
     auto* ctx = static_cast<RequestCtx*>(ev->data);
@@ -289,9 +280,8 @@ void on_wait_over(ngx_event_t* ev)
     look(g);
 }
 
-// Who waits for what: the location, the fingerprint and the Redis key. In
-// `room` when it fits (it always does with the default prefix), else
-// ngx_alloc'd: an original may settle from its pool's cleanup.
+// In `room` when it fits (always, with the default prefix), else ngx_alloc'd:
+// an original may settle from its pool's cleanup.
 struct Identity {
     ngx_str_t str;
     uint32_t hash;

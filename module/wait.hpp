@@ -1,22 +1,11 @@
-// wait.hpp — idempotency_wait: duplicates that found their original in
-// flight wait for it together. In each worker the requests waiting for the
-// same key (same location, same fingerprint) form one group, and the group
-// looks again — one claim attempt, on behalf of all of them — after a
-// growing delay: 200 waiters cost Redis their own first claim each and the
-// group's few looks, not a look each. What a look finds is every member's
-// answer (the replay, 410, 503); a look that is granted the claim (the
-// original was released) makes one member the new original, and the others
-// wait on for it. A member whose wait runs out gets a last look (shared with
-// whoever else is due) and then 409. An original that settles in the same
-// worker wakes its group at once; one that settles in another worker of the
-// same nginx, through the live board (live_board.hpp): the store bumps the
-// key's slot once it holds the settle, and every worker's groups look at
-// the board every millisecond. Waiters on another gateway have only their
-// looks.
-// Each member is answered through the function its request gave when it
-// began to wait (claim.cpp's): wait.* calls nothing of claim.cpp. Owns the
-// wait's part of the request context (Wait) and the groups.
-// Must not touch: the answers themselves, the claim's fields.
+// wait.hpp — idempotency_wait: in each worker, duplicates waiting for the same
+// original form one group that looks again on its members' behalf after a
+// growing delay (200 waiters cost Redis their first claims and a few looks,
+// not a look each). A settle in this worker wakes the group at once, in
+// another worker through the live board; other gateways have only looks.
+// Members are answered through the WaitAnswer they gave, so wait.* calls
+// nothing of claim.cpp. Owns Wait and the groups; must not touch the answers
+// nor the claim's fields. See docs/design.md#in-flight.
 #pragma once
 
 #include <string_view>
@@ -29,18 +18,15 @@ namespace idem {
 struct RequestCtx;
 struct WaitGroup;
 
-// A look granted the claim (the original was released): the claim record
-// it was made with and the lease from when it was sent, for the member
-// that becomes the new original.
+// For the member that becomes the new original.
 struct LookGrant {
     std::string_view record;
     ngx_msec_t lease_end;
 };
 
-// How the group answers a member: what its look found (claim.cpp gives it).
 using WaitAnswer = void (*)(RequestCtx* ctx, const ClaimResult& result, const LookGrant* grant);
 
-// The wait's part of the request context, written by wait.cpp alone.
+// Written by wait.cpp alone.
 struct Wait {
     WaitGroup* group;      // the requests waiting for the same original, nullptr when not waiting
     ngx_queue_t link;      // in the group's members
@@ -51,17 +37,14 @@ struct Wait {
     bool due;              // the wait ran out: answered by the group's next look
 };
 
-// ctx's claim found the original in flight: wait for it (true), or not —
-// idempotency_wait is off or over (false: the request gets 409). The
-// group's look answers it through `answered`, after it left the group.
+// False when idempotency_wait is off or over (the request gets 409). The
+// look answers through `answered`, after the request left the group.
 bool wait_for_original(RequestCtx* ctx, WaitAnswer answered) noexcept;
 
-// The original settled its claim in this worker (stored or released): its
-// waiters here look now rather than after their delay. The look goes to
-// the same connection as the settling command, after it.
+// Its waiters here look now; the look goes to the same connection as the
+// settling command, after it.
 void wake_waiters(RequestCtx* original) noexcept;
 
-// The request goes away while it waits: it leaves its group.
 void stop_waiting(RequestCtx* ctx) noexcept;
 
 }  // namespace idem

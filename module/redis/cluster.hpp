@@ -1,6 +1,5 @@
-// redis/cluster.hpp — Redis Cluster's rules, pure (no nginx): the hash slot
-// of a key, the MOVED and ASK redirections, and the slot map in a CLUSTER
-// SLOTS reply. The router (cluster_router.cpp) acts on them.
+// redis/cluster.hpp — Redis Cluster's rules, pure: slots, redirections and
+// the CLUSTER SLOTS map.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +25,7 @@ struct Redirect {
 // "MOVED 3999 127.0.0.1:6381", "ASK 3999 [::1]:6381", "MOVED 3999 :6381".
 std::optional<Redirect> parse_redirect(std::string_view error) noexcept;
 
-// One range of a CLUSTER SLOTS reply and the address of its master; an
-// empty host means the node that answered.
+// An empty host means the node that answered.
 struct SlotRange {
     unsigned first;
     unsigned last;
@@ -35,8 +33,7 @@ struct SlotRange {
     unsigned port;
 };
 
-// Checks that `reply` is a well-formed CLUSTER SLOTS reply, then calls
-// `each` for every range. False (and `each` never called) when it is not.
+// False, with `each` never called, unless the whole reply is well formed.
 bool parse_cluster_slots(const redisReply* reply, void (*each)(void* data, const SlotRange& range),
                          void* data) noexcept;
 

@@ -1,9 +1,7 @@
-// redis/cluster_router.cpp — the router for Redis Cluster: one connection
-// per node, each command sent to the master of its key's slot. The slot map
-// comes from CLUSTER SLOTS, asked of the seed nodes or any known node; it is
-// asked again when a node answers MOVED, when a node cannot be reached and
-// on CLUSTERDOWN. MOVED and ASK are followed at once, up to max_redirects
-// hops (router.hpp).
+// redis/cluster_router.cpp — one connection per node, each command to its
+// slot's master. CLUSTER SLOTS is asked again on MOVED, on an unreachable
+// node and on CLUSTERDOWN; MOVED and ASK are followed at once, up to
+// max_redirects hops.
 
 #include <hiredis/hiredis.h>
 
@@ -93,9 +91,8 @@ private:
         bool failed;  // unreachable since its last answer
     };
 
-    // The node at `addrs` (a node is known by the address its connection
-    // uses), added if it is new; nullptr when there are too many (or out of
-    // memory). Takes `endpoint` (may be nullptr for a seed).
+    // A node is known by its connection's address. nullptr when there are
+    // too many (or out of memory). Takes `endpoint` (nullptr for a seed).
     Node* add_node(Endpoint* endpoint, Addresses addrs, const ngx_str_t& name, std::string_view host = {}) noexcept
     {
         const ngx_addr_t& addr = addrs.addrs[0];
@@ -127,7 +124,7 @@ private:
         return &n;
     }
 
-    // 1-based index of the node at host:port (an empty host: the node `from`).
+    // 1-based; an empty host: the node `from`.
     unsigned node_at(std::string_view host, unsigned port, unsigned from) noexcept
     {
         char buf[NGX_SOCKADDR_STRLEN];
@@ -147,8 +144,7 @@ private:
         return n ? static_cast<unsigned>(n - nodes_) + 1 : 0;
     }
 
-    // A node to ask when the slot's owner is unknown: the first one that is
-    // not resting after a failure, starting from the seeds.
+    // The first not resting after a failure, seeds first.
     unsigned any_node() noexcept
     {
         for (unsigned i = 0; i < node_count_; i++) {
@@ -221,7 +217,6 @@ private:
         return send(node - 1, c);
     }
 
-    // ---------------------------------------------------------- slot map
 
     void request_refresh(ngx_msec_t delay = 1) noexcept
     {
@@ -237,8 +232,7 @@ private:
 
     static void on_refresh_event(ngx_event_t* ev) { static_cast<ClusterRouter*>(ev->data)->refresh(); }
 
-    // Asks one node after another, from where the last answer came, until
-    // one takes CLUSTER SLOTS.
+    // From where the last answer came, until one takes CLUSTER SLOTS.
     void refresh() noexcept
     {
         static const char* argv[] = {"CLUSTER", "SLOTS"};
@@ -287,9 +281,8 @@ private:
         }
         self->ranges_ = state.ranges;
         self->covered_ = state.covered;
-        // A master that cannot be reached is still in the map until its
-        // replica takes over: look again shortly, so that its slots move
-        // to the new master without waiting for a request to fail there.
+        // An unreachable master stays in the map until its replica takes
+        // over: look again shortly rather than wait for a request to fail.
         for (unsigned s = 0; s < cluster_slot_count; s++) {
             if (self->slots_[s] != 0 && self->nodes_[self->slots_[s] - 1].failed) {
                 self->request_refresh(failover_poll);

@@ -1,7 +1,6 @@
-// redis/connect.cpp — how a Connection (connection.hpp) gets connected: a
-// TCP connect to each address of the name in turn, the next one at once when
-// one fails, then TLS (connection_tls.cpp) or straight to connected(),
-// which queues the handshake (handshake.cpp) ahead of what waited.
+// redis/connect.cpp — a Connection's TCP connect, address after address (the
+// next at once when one fails), then TLS or connected(), which queues the
+// handshake ahead of what waited.
 
 #include "../metrics.hpp"
 #include "connection.hpp"
@@ -55,8 +54,8 @@ void Connection::connect() noexcept
     connected();
 }
 
-// Starts a TCP connect to `addr`: NGX_OK, NGX_AGAIN while it is under way,
-// else (nginx logged why) NGX_DECLINED, NGX_BUSY or NGX_ERROR.
+// NGX_AGAIN while under way; else (nginx logged why) NGX_DECLINED, NGX_BUSY
+// or NGX_ERROR.
 ngx_int_t Connection::connect_to(const ngx_addr_t& addr) noexcept
 {
     peer_ = ngx_peer_connection_t{};
@@ -72,9 +71,8 @@ ngx_int_t Connection::connect_to(const ngx_addr_t& addr) noexcept
     return rc;
 }
 
-// The address in use could not be connected to (`why`): true, with the next
-// address to try in use, when this turn has one left; false when every
-// address failed (the next turn, after the backoff, starts again).
+// True with the next address in use when this turn has one left; false when
+// all failed (the next turn, after the backoff, starts again).
 bool Connection::next_address(const char* why, ngx_err_t err) noexcept
 {
     if (++failed_in_turn_ >= addrs_.count) {
@@ -88,9 +86,8 @@ bool Connection::next_address(const char* why, ngx_err_t err) noexcept
     return true;
 }
 
-// The TCP connect's outcome, told by whichever of the socket's events comes
-// first: a refused connect wakes the reading side too, often before the
-// writing one.
+// Whichever of the socket's events comes first: a refused connect often
+// wakes the reading side before the writing one.
 void Connection::connect_finished(ngx_event_t* ev) noexcept
 {
     if (ev->timedout) {

@@ -15,14 +15,10 @@ namespace idem::redis {
 namespace {
 
 constexpr Backoff reconnect_backoff{100, 1000};  // ms
-// A connection owed replies is dropped after this many timeouts without a
-// byte from Redis. Every request that waits on Redis has its own deadline
-// of one timeout (its claim, its look, its piece, its peek): a command that
-// misses it is abandoned alone, its reply skipped or settled when it comes.
-// Dropping the connection at the first miss would fail every other
-// command on it, the young ones that Redis, back from a stall (a fork for a
-// snapshot, a slow command, a failover), answers in time; two timeouts of
-// silence tell a dead Redis from a stalled one.
+// Each waiting request has its own one-timeout deadline and is abandoned
+// alone; dropping the connection at the first miss would fail the young
+// commands a stalled Redis (fork, slow command, failover) answers in time.
+// Two timeouts of silence tell a dead Redis from a stalled one.
 constexpr ngx_msec_t silence_timeouts = 2;
 
 }  // namespace
@@ -109,9 +105,7 @@ bool Connection::queue(int argc, const char** argv, const size_t* argv_len, Repl
         return true;  // failed with the others, then queued again by its handler
     }
     if (state_ == State::up) {
-        // Commands from every request handled in this turn of the event
-        // loop leave together, after its I/O events: one send() for many,
-        // and Redis reads them in one go.
+        // This turn's commands leave together after its I/O events: one send().
         if (!flush_event_.posted) {
             ngx_post_event(&flush_event_, &ngx_posted_events);
         }
@@ -162,7 +156,6 @@ void Connection::on_deferred_failure(ngx_event_t* ev)
     }
 }
 
-// ------------------------------------------------------------- failures
 
 void Connection::fail(const char* why, ngx_err_t err, bool logged) noexcept
 {
@@ -250,7 +243,6 @@ void Connection::on_retry(ngx_event_t* ev)
     }
 }
 
-// -------------------------------------------------------------- the wire
 
 void Connection::on_write(ngx_event_t* ev)
 {
@@ -295,9 +287,7 @@ void Connection::flush() noexcept
     arm_reply_timer();
 }
 
-// The read timer runs while replies are owed: a Redis silent for
-// silence_timeouts timeouts is dropped, failing what waits on it, and
-// reconnected.
+// A Redis silent for silence_timeouts is dropped, failing what waits, and reconnected.
 void Connection::arm_reply_timer() noexcept
 {
     if (conn_ == nullptr) {

@@ -1,21 +1,9 @@
-// redis/connection.hpp — one non-blocking connection from a worker to one
-// Redis server, on nginx's event loop. Commands from all requests are
-// pipelined on it; replies are matched to commands in order. Commands are
-// written in RESP by resp.hpp and queued in a Pipeline; hiredis parses the
-// replies (reply_reader.hpp); the I/O is nginx's. connect.cpp holds the
-// TCP connect, address after address; handshake.cpp what is sent first on
-// each new connection; connection_tls.cpp (with tls.hpp) the TLS handshake,
-// when the deployment has `ssl`, between the TCP connect and the first
-// command; connection_read.cpp the replies read and handed to their
-// commands.
-// Owns: the socket, AUTH/SELECT on connect, reconnect with backoff
-// (timing.hpp), the connect and reply timeouts (the shortest of its
-// users'), the debug trace of the transport (connect, handshake, bytes
-// sent, replies read, reconnects), and the choice among the addresses a name
-// resolved to: a connect that fails goes on to the next address at once,
-// with what was queued for it; the address in use is kept while it works,
-// and a dead one is tried again when the others fail. Knows nothing of
-// requests or records.
+// redis/connection.hpp — one non-blocking, pipelined connection from a worker
+// to one Redis server on nginx's event loop; replies matched in order. Owns
+// the socket, AUTH/SELECT, reconnect with backoff, the timeouts, the
+// transport's debug trace and the choice among resolved addresses (a failed
+// connect moves on at once with what was queued). Knows nothing of requests
+// or records. See docs/design.md#store-protocols.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +20,8 @@ struct RedisAuth;
 
 namespace idem::redis {
 
-// Where a connection may go: the addresses a configured name resolved to,
-// in the resolver's order (ngx_url_t::addrs), or one address learnt at run
-// time. They outlive the connection.
+// In the resolver's order, or one address learnt at run time; they outlive
+// the connection.
 struct Addresses {
     const ngx_addr_t* addrs;
     ngx_uint_t count;
@@ -43,19 +30,15 @@ struct Addresses {
 inline Addresses addresses_of(const ngx_url_t& url) noexcept { return {url.addrs, url.naddrs}; }
 inline Addresses one_address(const ngx_addr_t& addr) noexcept { return {&addr, 1}; }
 
-// What kind of peer a connection talks to.
 struct ConnectionOptions {
-    // Arrays of up to 16384 elements are accepted (the cluster's slot map);
-    // otherwise 16, which the store's commands never exceed.
+    // Arrays up to 16384 elements (the cluster's slot map); else 16, which
+    // the store's commands never exceed.
     bool large_replies = false;
-    // The module's keys live there, and each new connection checks that
-    // Redis will not evict them (INFO memory); false for a Sentinel.
+    // Each new connection checks Redis will not evict the keys (INFO memory).
     bool data_node = true;
-    // Its context outlives the connection (plain TCP by default).
+    // Its context outlives the connection.
     TlsTarget tls = {};
 
-    // A Redis server holding the module's keys, a node of a Redis Cluster
-    // (which also reads the slot map), a Sentinel.
     static ConnectionOptions data_node_at(TlsTarget tls) noexcept { return {false, true, tls}; }
     static ConnectionOptions cluster_node_at(TlsTarget tls) noexcept { return {true, true, tls}; }
     static ConnectionOptions sentinel_at(TlsTarget tls) noexcept { return {false, false, tls}; }
@@ -70,31 +53,24 @@ public:
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
-    // Queues a command. Returns false, without calling `handler`, when the
-    // server is down and the backoff has not elapsed yet — unless
-    // `queue_while_down`, in which case the command waits for the next
-    // connection (used for releases that must not be lost). With `late`,
-    // argv is not used: its words are chosen as it leaves (pipeline.hpp).
+    // False, without calling `handler`, when the server is down within its
+    // backoff — unless `queue_while_down` (releases that must not be lost).
+    // With `late`, argv is unused: words are chosen as it leaves.
     bool command(int argc, const char** argv, const size_t* argv_len, ReplyHandler handler,
                  void* data, bool queue_while_down = false, Late late = {}) noexcept;
 
-    // Sends now, on every connection of this worker, what was queued to
-    // leave at the end of this turn of the event loop. A store or release
-    // leaves this way before the response that settles the key goes on to
-    // the client: a retry sent once the response arrived reaches Redis
-    // after it (docs/design.md#settled-before-answered). No reply handler
-    // runs inside: a failure found here is handled from a posted event.
+    // Flushes every connection's queue now, so a store or release reaches
+    // Redis before the response that settles the key reaches the client
+    // (docs/design.md#settled-before-answered). No reply handler runs inside:
+    // a failure found here is handled from a posted event.
     static void send_queued() noexcept;
 
-    // The shortest idempotency_redis_timeout of its users: each request
-    // waits that long for its own reply; the connection is dropped only
-    // after twice that without a byte from Redis.
+    // The shortest idempotency_redis_timeout of its users; the connection is
+    // dropped only after twice that without a byte from Redis.
     void set_timeout(ngx_msec_t timeout) noexcept;
 
-    // `handler(data)` is told each time the connection is lost (closed by
-    // Redis, a failed read or write, silence) — not when its owner closes
-    // it. It runs once the commands in flight were failed, and must not
-    // delete the connection.
+    // Told each time the connection is lost, not when its owner closes it;
+    // runs after the commands in flight were failed, and must not delete it.
     using DownHandler = void (*)(void* data);
     void on_down(DownHandler handler, void* data) noexcept
     {
@@ -103,10 +79,8 @@ public:
     }
 
     bool up() const noexcept { return state_ == State::up; }
-    // Down, and not to be tried again before its backoff has elapsed.
     bool resting() const noexcept { return state_ == State::down && ngx_current_msec < retry_at_; }
     const ngx_str_t& name() const noexcept { return name_; }
-    // The address connected to, or tried next.
     const ngx_addr_t& address() const noexcept { return addrs_.addrs[current_]; }
 
 private:
@@ -171,7 +145,6 @@ private:
     ngx_event_t retry_event_{};
     ngx_event_t failure_event_{};  // runs a failure found inside command()
     ngx_event_t flush_event_{};    // writes what this event-loop turn queued, in one send()
-    // every connection of the process, for send_queued()
     static Connection* all_;
     Connection* prev_ = nullptr;
     Connection* next_ = nullptr;

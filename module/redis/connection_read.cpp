@@ -1,12 +1,8 @@
-// redis/connection_read.cpp — the replies' side of a connection's wire
-// (connection.hpp): the bytes Redis sent, read as nginx says they are
-// ready, parsed by hiredis (reply_reader.hpp) and handed, reply after
-// reply, to the commands they answer, oldest first; a transaction's
-// statuses are counted, its replies kept for its last one. A reply handler
-// that breaks the connection has its failure run once it returned.
-// Owns: the read timer's restart on progress, the replies' matching to
-// commands, the round-trip time of each (metrics.hpp).
-// Must not touch: what a reply says (its handler's).
+// redis/connection_read.cpp — a connection's reply side: bytes parsed by
+// hiredis and handed to their commands oldest first; a transaction's
+// statuses counted, its replies kept for its last. A handler that breaks
+// the connection has the failure run once it returned. Must not touch what
+// a reply says.
 
 #include "connection.hpp"
 
@@ -62,9 +58,7 @@ void Connection::read() noexcept
     arm_reply_timer();
 }
 
-// What one recv() returned (`n`: its count) goes to the reply reader;
-// false when the connection failed: closed, broken, or the bytes cannot
-// be buffered.
+// False when the connection failed: closed, broken, or bytes unbufferable.
 bool Connection::feed_reader(const char* buf, ssize_t n) noexcept
 {
     if (n <= 0 && tls_refused()) {
@@ -88,8 +82,7 @@ bool Connection::feed_reader(const char* buf, ssize_t n) noexcept
     return true;
 }
 
-// Every whole reply the reader holds goes to its command, oldest first;
-// false when the connection failed.
+// False when the connection failed.
 bool Connection::dispatch_replies() noexcept
 {
     while (has_unread(reader_)) {
@@ -111,8 +104,7 @@ bool Connection::dispatch_replies() noexcept
     return true;
 }
 
-// One of several commands answered as one (a transaction): its OK and
-// QUEUED are only counted, no reply made of them. True when one was.
+// A transaction's OK and QUEUED are only counted, no reply made of them.
 bool Connection::skip_transaction_status() noexcept
 {
     Pending* waiting = pipeline_.oldest();
@@ -125,8 +117,7 @@ bool Connection::skip_transaction_status() noexcept
     return true;
 }
 
-// A reply, to the oldest command: one of several commands answered as one
-// waits for the last, else the command has its answer; false when the
+// One of a transaction's replies waits for the last; false when the
 // connection failed.
 bool Connection::take_reply(redisReply* reply) noexcept
 {
@@ -144,8 +135,7 @@ bool Connection::take_reply(redisReply* reply) noexcept
         count(Counter::redis_errors);
     }
     if (p->more > 0) {
-        // One of several commands answered as one: its first error is kept
-        // for the handler, the rest let go.
+        // Its first error is kept for the handler, the rest let go.
         p->more--;
         if (error && p->error == nullptr) {
             p->error = reply;
@@ -157,9 +147,8 @@ bool Connection::take_reply(redisReply* reply) noexcept
     return answer(p, reply);
 }
 
-// The command's last reply: its handler gets it (or the first error among
-// the replies of its several commands); a failure the handler caused is
-// run once it returned, and then false.
+// Or the first error among a transaction's replies; false when the handler
+// caused a failure, run once it returned.
 bool Connection::answer(Pending* p, redisReply* reply) noexcept
 {
     pipeline_.pop();

@@ -1,16 +1,14 @@
-// redis/connection_tls.cpp — the TLS steps of a Connection (connection.hpp)
-// with the deployment's `ssl`: after the TCP connect, the handshake
-// (redis/tls.hpp), then connected(); a refusal logged once an outage,
-// counted every time, and treated as any Redis failure (reconnect with
-// backoff).
+// redis/connection_tls.cpp — a Connection's TLS steps with `ssl`: after the
+// TCP connect, the handshake, then connected(); a refusal is any Redis
+// failure (reconnect with backoff).
 
 #include "../metrics.hpp"
 #include "connection.hpp"
 
 namespace idem::redis {
 
-// TLS: the handshake runs within the connect's idempotency_redis_timeout,
-// and nothing queued (AUTH first) is sent before Redis's certificate passed.
+// Within the connect's timeout; nothing queued (AUTH first) leaves before
+// Redis's certificate passed.
 void Connection::start_tls() noexcept
 {
     if (!conn_->write->timer_set) {
@@ -55,8 +53,7 @@ void Connection::tls_done(bool handshaken) noexcept
     }
 }
 
-// Logged once an outage (a reconnection meets the same refusal), counted
-// every time.
+// Logged once an outage (each reconnection meets the same refusal), counted always.
 void Connection::tls_failed(const char* why) noexcept
 {
     count(Counter::redis_tls_failures);
@@ -66,9 +63,8 @@ void Connection::tls_failed(const char* why) noexcept
     fail("TLS failed", 0, true);
 }
 
-// A TLS connection that breaks with a fatal alert, or before any reply:
-// TLS 1.3 checks the client certificate after the client's handshake is
-// over, and the alert saying why may be lost to a reset.
+// A fatal alert, or a break before any reply: TLS 1.3 checks the client
+// certificate after the client's handshake, and the alert may be lost to a reset.
 bool Connection::tls_refused() noexcept
 {
     if (!tls_.enabled() || (tls_.failure() == nullptr && replied_)) {

@@ -1,5 +1,4 @@
-// redis/handshake.cpp — what a Connection sends first on every new
-// connection (connection.hpp), and what it makes of the answers.
+// redis/handshake.cpp — what a Connection sends first on every new connection.
 
 #include <hiredis/hiredis.h>
 
@@ -10,13 +9,11 @@
 
 namespace idem::redis {
 
-// AUTH and SELECT go first on every new connection, pipelined with whatever
-// was queued meanwhile; a failure of either closes the connection. On a data
-// node, INFO server and INFO memory follow them, then the scripts are
-// loaded (load_scripts): the first INFO tells which
-// conditional writes the server runs (info.hpp; commands that leave before
-// its answer is back go as on a server without them), and an eviction
-// policy other than noeviction is worth a warning, once per connection.
+// AUTH and SELECT go first, pipelined with what was queued; either failing
+// closes the connection. On a data node INFO server (which conditional
+// writes it runs; commands leaving before the answer go without them) and
+// INFO memory (warn once per connection unless noeviction) follow, then the
+// scripts are loaded.
 bool Connection::handshake() noexcept
 {
     // pushed to the front in reverse: AUTH, then SELECT, then INFO go out
@@ -61,12 +58,11 @@ bool Connection::handshake() noexcept
     return true;
 }
 
-// The scripts (scripts.hpp) are loaded ahead of every command a new data
-// connection carries, so that a store or release sent by EVALSHA does not
-// meet NOSCRIPT and go again as EVAL after its answer went to the client:
-// a retry sent at once would reach Redis between the two, and find the
-// claim still there (docs/design.md#settled-before-answered). Refused (an
-// ACL without SCRIPT LOAD), the first EVALSHA of each loads it as before.
+// Loaded ahead of every command, so a store or release by EVALSHA does not
+// meet NOSCRIPT and resend as EVAL after its answer went to the client: a
+// retry sent at once would find the claim still there
+// (docs/design.md#settled-before-answered). Refused (an ACL without SCRIPT
+// LOAD), each script's first EVALSHA loads it.
 bool Connection::load_scripts() noexcept
 {
     for (Script* script : {&restore_script, &renew_script, &release_script, &complete_script}) {

@@ -1,7 +1,6 @@
-// redis/hiredis_api.hpp — what differs in hiredis's API between the
-// versions the module builds against (Debian 12 has hiredis 0.14, Debian 13
-// and Ubuntu 24.04 have 1.2), told from hiredis's own declarations rather
-// than its version macros.
+// redis/hiredis_api.hpp — hiredis API differences between the versions built
+// against (0.14 on Debian 12, 1.2 on Debian 13 and Ubuntu 24.04), told from
+// its declarations rather than its version macros.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -17,9 +16,7 @@ struct SecondParameter<R (*)(A, B)> {
 };
 }  // namespace detail
 
-// An array reply's element count as hiredis hands it to
-// redisReplyObjectFunctions::createArray: int before hiredis 1.0, size_t
-// since. hiredis never hands over a negative one (a nil array is createNil).
+// int before hiredis 1.0, size_t since; never negative (a nil array is createNil).
 using ArrayCount = detail::SecondParameter<decltype(redisReplyObjectFunctions::createArray)>::type;
 
 }  // namespace idem::redis

@@ -1,14 +1,9 @@
-// redis/kept_stores.cpp — the part of ScriptCalls (script_calls.hpp) for a
-// response Redis refused for memory (OOM): its claim kept for
-// idempotency_ttl from that refusal (extending a key needs no memory); its
-// record held within the worker's idempotency_redis_oom_buffer or, past
-// it, let go for the unreplayable marker; its store waiting with the other
-// kept ones until one of them, tried in turn once a second, lands — the
-// rest then follow, two more for each that lands — or until its claim's
-// extended life ends. Every attempt is the fenced script behind a renewal
-// of the claim for what is left of that life: nothing is executed again,
-// nothing but this claim is overwritten. Knows nothing of the request,
-// which is gone by then.
+// redis/kept_stores.cpp — ScriptCalls' part for a response Redis refused for
+// memory: its claim kept for idempotency_ttl, its record held within the
+// oom buffer or replaced by the marker, retried until it lands or that life
+// ends. Each attempt is the fenced script behind a renewal: nothing executes
+// again, nothing but this claim is overwritten. Knows nothing of the request.
+// See docs/design.md#a-full-redis.
 
 #include "../conf.hpp"
 #include "../metrics.hpp"
@@ -17,7 +12,7 @@
 namespace idem::redis {
 namespace {
 
-// Per worker: the record bytes its stores of every Redis deployment hold.
+// Per worker, across every Redis deployment.
 HoldBudget held_records;
 
 }  // namespace
@@ -27,10 +22,8 @@ void set_oom_buffer(std::size_t bytes) noexcept
     held_records.set_limit(bytes);
 }
 
-// The first refusal for memory: the claim lives idempotency_ttl from now,
-// and the store holds its record if the worker's budget has room for it,
-// else only the marker — the key then answers 410 once Redis takes writes,
-// rather than 409 until its claim expires.
+// Marker only: the key then answers 410 once Redis takes writes, rather than
+// 409 until its claim expires.
 void ScriptCalls::keep(ScriptCall* store) noexcept
 {
     std::string_view key = key_of(store);
@@ -66,12 +59,10 @@ void ScriptCalls::keep(ScriptCall* store) noexcept
     keep_claim(store);
 }
 
-// The claim lives until its extended life ends, not longer: the script's
-// PEXPIRE needs no memory, and goes ahead of each attempt on the same
-// connection. The script on every server: a conditional SET, refused
-// while Redis is full and sent again as the script, would land behind its
-// store, and after a failover that brought the claim back, keep that
-// claim for what is left of idempotency_ttl (model/README.md, keep-ifeq-loss).
+// PEXPIRE needs no memory and goes ahead of each attempt. Always the script:
+// a conditional SET refused while full and resent as the script would land
+// behind its store and, after a failover that brought the claim back, keep
+// it for the rest of idempotency_ttl (model/README.md, keep-ifeq-loss).
 void ScriptCalls::keep_claim(ScriptCall* store) noexcept
 {
     std::uint64_t left = kept_life_left(store->kept_until, ngx_current_msec);
@@ -111,11 +102,8 @@ void ScriptCalls::attempt_kept(ScriptCall* store) noexcept
     send(store);
 }
 
-// Redis took a response: the next `count` kept stores go now, each behind
-// its claim's renewal. Each of those that lands lets as many more go, so
-// once Redis takes writes again every kept store is sent within a few
-// round trips; one that is refused again waits for the probe, and sends
-// nothing more.
+// Each that lands lets as many more go, so all go within a few round trips;
+// one refused again waits for the probe.
 void ScriptCalls::send_parked(std::size_t count) noexcept
 {
     for (std::size_t i = 0; i < count && !ngx_queue_empty(&parked_); i++) {
@@ -133,11 +121,8 @@ void ScriptCalls::on_probe(ngx_event_t* ev)
     static_cast<ScriptCalls*>(ev->data)->probe();
 }
 
-// Once a second while stores are kept: those whose claim's extended life
-// is over give up (the claim expires with it); an exiting worker abandons
-// those past the window any store gets (idempotency_lock_ttl, at least
-// 20 s) or past worker_shutdown_timeout, so a reload never waits for
-// Redis to have room for a day; then the oldest left is tried.
+// An exiting worker abandons stores past their window or
+// worker_shutdown_timeout, so a reload never waits a day for Redis to have room.
 void ScriptCalls::probe() noexcept
 {
     ngx_msec_t now = ngx_current_msec;

@@ -10,8 +10,7 @@
 namespace idem::redis {
 namespace {
 
-// The debug trace of a command written into the output buffer: its name
-// and the start of its store key's hash, nothing else (resp.hpp).
+// Its name and the start of its store key's hash, nothing else (resp.hpp).
 void trace_written(const ngx_str_t& name, ngx_log_t* log, int argc, const char* const* argv, const size_t* argv_len,
                    const char* how) noexcept
 {
@@ -221,9 +220,8 @@ bool Pipeline::render_due(const ServerFeatures& features) noexcept
     }
     LateWords words;
     p->late.render(p->late.data, features, words);
-    // Where nothing waits behind it (the usual case) it is written at the
-    // end into room for at least its size, which its end then gives; else
-    // what waits moves by its exact size, found first.
+    // Where nothing waits behind it (the usual case) it is written at the end
+    // into room for at least its size; else what waits moves by its exact size.
     bool behind = out_len_ > out_pos_;
     size_t size = 0;
     for (int i = 0; i < words.commands; i++) {

@@ -1,8 +1,6 @@
-// redis/redis_conf.cpp — the Redis directives: idempotency_redis,
-// idempotency_redis_cluster and idempotency_redis_sentinel, their addresses
-// and credentials, and one RedisServer per distinct deployment. No message
-// quotes what may be a secret: a parameter is named, never its value, and
-// an address is shown without anything before an '@'.
+// redis/redis_conf.cpp — the Redis directives and one RedisServer per
+// distinct deployment. No message quotes what may be a secret: a parameter
+// is named, never its value, and nothing before an address's '@' is shown.
 
 #include "redis_conf.hpp"
 
@@ -13,17 +11,14 @@
 namespace idem::redis {
 namespace {
 
-// A parameter as nginx -t may show it: NAME= without its value (a mistyped
-// password=, sentinel_password=, ...), or the whole word when it has no '='.
+// NAME= without its value (a mistyped password=, ...), or the whole word.
 ngx_str_t parameter_name(const ngx_str_t& arg)
 {
     u_char* eq = ngx_strlchr(arg.data, arg.data + arg.len, '=');
     return eq == nullptr ? arg : ngx_str_t{static_cast<size_t>(eq + 1 - arg.data), arg.data};
 }
 
-// An address as nginx -t may show it: what follows the last '@', so that
-// "user:password@host" never reaches a message; `hidden` says something
-// was left out.
+// What follows the last '@'; `hidden` says something was left out.
 ngx_str_t shown_address(const ngx_str_t& address, const char*& hidden)
 {
     hidden = "";
@@ -36,8 +31,7 @@ ngx_str_t shown_address(const ngx_str_t& address, const char*& hidden)
     return address;
 }
 
-// An environment variable's name is shown; anything else given to
-// password_env= may be the password itself.
+// Anything else given to password_env= may be the password itself.
 bool looks_like_variable_name(const ngx_str_t& name)
 {
     for (size_t i = 0; i < name.len; i++) {
@@ -49,7 +43,7 @@ bool looks_like_variable_name(const ngx_str_t& name)
     return name.len > 0;
 }
 
-// password_file=PATH: the file's first line (trailing whitespace dropped).
+// The file's first line, trailing whitespace dropped.
 bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
 {
     u_char buf[1025];
@@ -81,8 +75,7 @@ bool read_password_file(ngx_conf_t* cf, ngx_str_t path, ngx_str_t& password)
     return password.data != nullptr;
 }
 
-// password=, password_file= or password_env= (with `prefix` before each).
-// Returns true when `a` is one of them, with `error` set when it is bad.
+// With `prefix` before each; true when `a` is one, `error` set when bad.
 bool parse_password(ngx_conf_t* cf, const ngx_str_t& a, std::string_view prefix, ngx_str_t& password, bool& error)
 {
     ngx_str_t rest;
@@ -163,9 +156,7 @@ RedisServer* add_server(ngx_conf_t* cf, MainConf& mcf, const RedisServer& server
     return stored;
 }
 
-// idempotency_redis ADDRESS [params], idempotency_redis_cluster ADDRESS...
-// [params], idempotency_redis_sentinel MASTER ADDRESS... [params]; the
-// command's offset is its RedisKind.
+// The command's offset is its RedisKind.
 char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
 {
     auto* lcf = static_cast<LocConf*>(conf);
@@ -289,9 +280,7 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         }
     }
 
-    // One deployment per distinct addresses and credentials, shared by every
-    // location naming it: each worker keeps one store (and its connections)
-    // per deployment.
+    // Each worker keeps one store (and its connections) per deployment.
     auto** known = static_cast<RedisServer**>(mcf->servers.elts);
     for (ngx_uint_t i = 0; i < mcf->servers.nelts; i++) {
         if (same_deployment(*known[i], server)) {
@@ -300,8 +289,6 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf)
         }
     }
 
-    // The name in logs: the address as written, or "cluster a,b,c", or
-    // "\"mymaster\" via sentinel a,b".
     if (server.kind == RedisKind::single) {
         server.name = args[1];
     } else {

@@ -1,8 +1,6 @@
-// redis/redis_conf.hpp — the handler of idempotency_redis,
-// idempotency_redis_cluster and idempotency_redis_sentinel (the command's
-// offset is its RedisKind): the location's RedisServer, shared by every
-// location naming the same deployment (and, with `ssl`, the same TLS
-// settings: redis/tls_conf.hpp).
+// redis/redis_conf.hpp — the Redis directives' handler: a location's
+// RedisServer, shared by every location naming the same deployment (and TLS
+// settings).
 #pragma once
 
 #include "../conf.hpp"
@@ -14,8 +12,8 @@ char* set_redis(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);
 // The same addresses, credentials and `ssl` (TLS settings aside).
 bool same_deployment(const RedisServer& a, const RedisServer& b);
 
-// A copy of `server` in the configuration's pool, appended to the main
-// conf's list (its index set); nullptr when out of memory.
+// In the configuration's pool, appended to the main conf's list (index set);
+// nullptr when out of memory.
 RedisServer* add_server(ngx_conf_t* cf, MainConf& mcf, const RedisServer& server);
 
 }  // namespace idem::redis

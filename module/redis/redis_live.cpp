@@ -1,5 +1,5 @@
-// redis/redis_live.cpp — see redis_store.hpp: the live log and a
-// response's pieces, plain commands but for two short scripts (scripts.cpp).
+// redis/redis_live.cpp — see redis_store.hpp: live logs and pieces, plain
+// commands but for two short scripts.
 
 #include "redis_store.hpp"
 
@@ -9,18 +9,14 @@
 
 namespace idem::redis {
 
-// A live log's append is plain commands: the first `SET L bytes PX ttl`,
-// each later one `APPEND L bytes`, whose reply (the log's new length)
-// says whether it landed where it was to go; the renewals extend it. Its
-// read is `GETRANGE L at -1`, or, when it may be gone, a short script
-// sent whole (EVAL: Redis keeps it compiled, no NOSCRIPT round).
+// `SET L bytes PX ttl` first, then `APPEND L bytes`, whose new length says
+// whether it landed where it was to go. A read that may find the log gone is
+// a short script sent whole (EVAL: Redis keeps it compiled, no NOSCRIPT round).
 LiveOp* RedisStore::live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
                                 LiveCallback callback, void* data, LiveKind) noexcept
 {
-    // the bytes are not kept with the operation: the command is made
-    // from them now (the connection's pipeline holds them until they
-    // are written; a Cluster or Sentinel router keeps its own copy for
-    // a redirection)
+    // the bytes are not kept: the pipeline holds the command until written,
+    // a Cluster or Sentinel router its own copy for a redirection
     LiveOp* op = new_live_op(this, key, {}, callback, data, log_);
     if (op == nullptr) {
         return nullptr;
@@ -68,7 +64,7 @@ void RedisStore::live_expire(std::string_view key, std::uint64_t ttl_ms) noexcep
     router_->command(key, ttl_ms != 0 ? 3 : 2, argv, lens, on_ignored_reply, nullptr);
 }
 
-// The first piece's key is the script's key: the others share its slot.
+// The others share the first piece's slot.
 LiveOp* RedisStore::pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
                                 void* data) noexcept
 {
@@ -132,7 +128,6 @@ void RedisStore::on_live_reply(void* data, redisReply* reply)
     ngx_free(op);
 }
 
-// The script's reply: the look's entries (pieces.hpp), one per piece.
 bool RedisStore::read_look(const LiveOp* op, const redisReply* reply, std::string_view& out) noexcept
 {
     if (reply->type != REDIS_REPLY_STRING || reply->len != op->at * piece_look_entry_size) {

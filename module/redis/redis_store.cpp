@@ -1,4 +1,4 @@
-// redis/redis_store.cpp — see redis_store.hpp: the claims and records.
+// redis/redis_store.cpp — see redis_store.hpp.
 
 #include "redis_store.hpp"
 
@@ -41,10 +41,8 @@ PendingOp* RedisStore::claim(std::string_view key, std::string_view claim, std::
     return op;
 }
 
-// If it leaves within the claim's lease (lease.hpp) a response goes out
-// as `MULTI; PEXPIRETIME; SET key record PX ttl XX GET; EXEC`: plain
-// commands instead of a script. Any attempt after the first, and one
-// that leaves past the lease, is the fenced script.
+// Within the lease, the first attempt goes as the leased transaction: plain
+// commands, no script; later ones, and one past the lease, as the script.
 void RedisStore::complete(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
                           std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice) noexcept
 {
@@ -65,7 +63,6 @@ void RedisStore::renew(std::string_view key, std::string_view claim, std::uint64
     calls_.renew(key, claim, lock_ttl_ms, Role::renewal, lease);
 }
 
-// Remembers the longest lock_ttl claimed or renewed with.
 void RedisStore::note_lock_ttl(std::uint64_t lock_ttl_ms) noexcept
 {
     if (lock_ttl_ms > longest_lock_ttl_) {
@@ -73,8 +70,7 @@ void RedisStore::note_lock_ttl(std::uint64_t lock_ttl_ms) noexcept
     }
 }
 
-// lock_ttl_ms 0 (a settling whose request is gone): the longest this
-// store has claimed or renewed with, else idempotency_lock_ttl's default.
+// lock_ttl_ms 0 (its request gone): the longest used, else the default.
 std::uint64_t RedisStore::lock_ttl_or_longest(std::uint64_t lock_ttl_ms) const noexcept
 {
     if (lock_ttl_ms != 0) {
@@ -83,8 +79,7 @@ std::uint64_t RedisStore::lock_ttl_or_longest(std::uint64_t lock_ttl_ms) const n
     return longest_lock_ttl_ != 0 ? longest_lock_ttl_ : default_lock_ttl_ms;
 }
 
-// The claim's reply: the waiter answered (granted, the record found, or
-// unavailable), or a claim nobody waits for any more released.
+// A claim nobody waits for any more is released.
 void RedisStore::on_claim_reply(void* data, redisReply* reply)
 {
     auto* op = static_cast<PendingOp*>(data);
@@ -106,8 +101,7 @@ void RedisStore::on_claim_reply(void* data, redisReply* reply)
     }
     const ClaimWaiter& waiter = op->waiter;
     if (waiter.callback != nullptr) {
-        // Also while the worker exits gracefully: the request is still
-        // there and holds the operation until it is answered.
+        // Also while exiting gracefully: the request still holds the operation.
         if (kind == ClaimReply::found) {
             // the request may keep the string: the reply lets go of it
             waiter.answer_found(op->key(), RecordBytes::owned(std::exchange(reply->str, nullptr), found), self->log_);

@@ -1,14 +1,8 @@
-// redis/redis_store.hpp — the Store over Redis: the one-round-trip claim
-// (SET NX PX GET), whose found record the request may keep (the reply's
-// string), and completion, release and renewal handed to script_calls.* —
-// fenced by the claim record in Lua scripts, or a store within the claim's
-// lease, kept and tried again after a lost connection or a transient error
-// until they land (redis_store.cpp); the live log and a response's pieces
-// (redis_live.cpp); the operator's plane (redis_operator.cpp). Its scripts
-// are scripts.*; which store a worker uses, worker_stores.*. One store,
-// and so one connection (or one per cluster node), per worker per
-// configured Redis deployment.
-// Must not touch: the request (answered through the operations' callbacks).
+// redis/redis_store.hpp — the Store over Redis: the one-round-trip claim,
+// settles handed to script_calls.* (fenced or leased, retried until they
+// land), live logs and pieces (redis_live.cpp), the operator's plane
+// (redis_operator.cpp). One store per worker per Redis deployment. Must not
+// touch the request. See docs/design.md#store-protocols.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -27,12 +21,9 @@ public:
     {
     }
 
-    // Worker exit. A graceful exit waited for what was owed Redis (the
-    // retry timers of stores and releases are not cancelable) up to its
-    // window or worker_shutdown_timeout; what is left now — in flight, or
-    // after a fast shutdown — gets no reply when the router closes its
-    // connections and is abandoned (logged and counted); its claim is no
-    // longer renewed and expires within idempotency_lock_ttl.
+    // A graceful exit waited for what was owed (retry timers are not
+    // cancelable) up to its window or worker_shutdown_timeout; what is left
+    // is abandoned (logged and counted), its claim expiring within lock_ttl.
     ~RedisStore() override
     {
         closing_ = true;
@@ -44,7 +35,6 @@ public:
 
     Router& router() noexcept { return *router_; }
 
-    // ClaimStore (redis_store.cpp)
     PendingOp* claim(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
                      const ClaimWaiter& waiter) noexcept override;
     void abandon(PendingOp* op) noexcept override { op->waiter.callback = nullptr; }
@@ -53,7 +43,6 @@ public:
     void release(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms) noexcept override;
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Lease* lease) noexcept override;
 
-    // LiveStore and PieceStore (redis_live.cpp)
     LiveOp* live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
                         LiveCallback callback, void* data, LiveKind kind) noexcept override;
     LiveOp* live_read(std::string_view key, std::uint64_t at, bool may_be_gone, LiveCallback callback,
@@ -63,7 +52,6 @@ public:
     LiveOp* pieces_look(std::string_view base, std::uint32_t count, LiveCallback callback,
                         void* data) noexcept override;
 
-    // OperatorStore (redis_operator.cpp)
     PeekOp* peek(std::string_view key, PeekCallback callback, void* data) noexcept override;
     PeekOp* purge(std::string_view key, std::string_view expected, PeekCallback callback, void* data) noexcept override;
     void peek_abandon(PeekOp* op) noexcept override { op->callback = nullptr; }

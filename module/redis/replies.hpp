@@ -1,8 +1,6 @@
-// redis/replies.hpp — the replies the Redis store reads, in the core's
-// terms: to the claim, `SET key claim NX PX ttl GET` (decide.hpp takes it
-// from there), and to a response stored within the claim's lease, `SET key
-// record PX ttl XX GET` (lease.hpp), and to the conditional writes of the
-// servers that run them (info.hpp). Pure: hiredis's reply structure only.
+// redis/replies.hpp — the Redis replies the store reads, in the core's terms:
+// the claim, the leased store (lease.hpp), the conditional writes (info.hpp).
+// Pure: hiredis's reply structure only. See docs/design.md#store-protocols.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -15,8 +13,7 @@
 
 namespace idem::redis {
 
-// What a reply to `SET ... GET` holds: nil, a string (into `value`), or
-// anything else (an error, no reply at all).
+// nil, a string (into `value`), or anything else (an error, no reply).
 enum class Bulk { nil, string, other };
 
 inline Bulk read_bulk(const redisReply* reply, std::string_view& value) noexcept
@@ -43,10 +40,9 @@ inline ClaimReply read_claim_reply(const redisReply* reply, std::string_view& fo
     return bulk == Bulk::nil ? ClaimReply::granted : bulk == Bulk::string ? ClaimReply::found : ClaimReply::unusable;
 }
 
-// The fenced claim's reply (the script fenced_claim_script): the record
-// already there, as `SET ... GET` gives it, or, granted, Redis's clock
-// (TIME: seconds and microseconds, as strings), which becomes the fence:
-// microseconds since the Unix epoch (docs/design.md#the-fence).
+// The record already there, as `SET ... GET` gives it, or, granted, Redis's
+// TIME (seconds, microseconds), which becomes the fence in microseconds since
+// the epoch (docs/design.md#the-fence).
 inline ClaimReply read_fenced_claim_reply(const redisReply* reply, std::string_view& found,
                                           std::uint64_t& fence) noexcept
 {
@@ -76,8 +72,7 @@ inline ClaimReply read_fenced_claim_reply(const redisReply* reply, std::string_v
     return ClaimReply::granted;
 }
 
-// What the leased store — `MULTI; PEXPIRETIME key; SET key record PX ttl
-// XX GET; EXEC` (lease.hpp) — found under the key, and so did.
+// What the leased store found under the key, and so did.
 enum class LeasedStore {
     stored,       // our claim (or, sent again after a lost reply, our record): stored
     gone,         // nothing: the claim had expired, nothing was written
@@ -97,8 +92,7 @@ struct LeasedStoreReply {
     long long expires_at = -1;  // not_ours: its expiry, Unix time in ms by Redis's clock; -1: none
 };
 
-// A value read under our key means what ours means when it is a stored
-// response, or the marker of one, of the same fingerprint as our claim.
+// A stored response or marker of our claim's fingerprint means what ours means.
 inline bool same_intent(std::string_view claim, std::string_view found) noexcept
 {
     std::optional<Record> ours = decode_record(claim);
@@ -107,8 +101,7 @@ inline bool same_intent(std::string_view claim, std::string_view found) noexcept
            && theirs->fingerprint == ours->fingerprint;
 }
 
-// A value read under our key is another request's claim: a claim record
-// that is not our own (`found` is already known not to equal it).
+// `found` is already known not to equal our claim.
 inline bool another_claim(std::string_view found) noexcept
 {
     std::optional<Record> theirs = decode_record(found);
@@ -141,13 +134,11 @@ inline LeasedStoreReply read_leased_store_reply(const redisReply* reply, std::st
     return out;
 }
 
-// The conditional writes' replies, read as the fenced scripts' answers
-// (scripts.cpp): 1 done, or done already by an attempt whose reply was
-// lost; 0 the claim was not there; -1 anything else.
+// Read as the fenced scripts' answers (scripts.cpp): 1 done, or done by an
+// attempt whose reply was lost; 0 the claim was not there; -1 anything else.
 //
-// A store, `SET key record IFEQ claim PX ttl GET`, answers what the key
-// held: our claim (stored now), our record (stored already), anything
-// else or nothing (not stored).
+// `SET key record IFEQ claim PX ttl GET`: our claim (stored now), our record
+// (stored already), else not stored.
 inline int read_conditional_store(const redisReply* reply, std::string_view claim, std::string_view record) noexcept
 {
     std::string_view found;
@@ -162,8 +153,7 @@ inline int read_conditional_store(const redisReply* reply, std::string_view clai
     return -1;
 }
 
-// A renewal, `SET key claim IFEQ claim PX lock_ttl`: OK, or nil when the
-// claim is gone.
+// `SET key claim IFEQ claim PX lock_ttl`: OK, or nil when the claim is gone.
 inline int read_conditional_renewal(const redisReply* reply) noexcept
 {
     if (reply != nullptr && reply->type == REDIS_REPLY_STATUS && std::string_view{reply->str, reply->len} == "OK") {
@@ -172,10 +162,8 @@ inline int read_conditional_renewal(const redisReply* reply) noexcept
     return reply != nullptr && reply->type == REDIS_REPLY_NIL ? 0 : -1;
 }
 
-// A release, `DELIFEQ key claim` or `DELEX key IFEQ claim`: 1 deleted, 0
-// not (the key gone, or holding another value). A release sent again
-// after a lost reply may find the key gone by its own first attempt: 0
-// then counts as done.
+// `DELIFEQ key claim` or `DELEX key IFEQ claim`. Sent again after a lost
+// reply it may find the key gone by its own first attempt: 0 then counts as done.
 inline int read_conditional_release(const redisReply* reply, bool sent_before) noexcept
 {
     if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER || (reply->integer != 0 && reply->integer != 1)) {

@@ -1,20 +1,12 @@
 // redis/reply_reader.cpp — see reply_reader.hpp.
-//
-// The store's replies are never arrays (nil, bulk strings, integers,
-// status, errors), Sentinel's master address is an array of 2, and the
-// cluster's slot map has at most one entry per slot. hiredis reserves room
-// for whatever element count an array announces, so a broken or hostile
-// server sending "*2147483647" could make a worker allocate and free
-// gigabytes; longer arrays are refused before anything is allocated, and
-// the connection is dropped.
-//
-// The reply objects are hiredis's redisReply, made with malloc() where
-// hiredis uses calloc(), which glibc serves without its per-thread cache
-// (about as much as the rest of reading a reply); an array's element vector
-// lies right after its object, as do the bytes of a status, an error or an
-// array's element. A bulk string's bytes, when it is the reply itself, have
-// a malloc() of their own, as with hiredis: a request may take them over
-// and free them itself.
+// hiredis reserves room for whatever count an array announces, so a broken
+// or hostile server sending "*2147483647" could make a worker allocate
+// gigabytes; the store's replies are never arrays (Sentinel's: 2; the slot
+// map: one per slot), so longer ones are refused before allocating.
+// Replies use malloc() where hiredis uses calloc(), which glibc serves
+// without its per-thread cache (about as costly as the rest of reading a
+// reply); an array's elements and short strings follow their object in one
+// allocation, a top-level bulk string has its own so a request can keep it.
 
 #include "reply_reader.hpp"
 
@@ -33,8 +25,7 @@ redisReplyObjectFunctions small_functions;
 redisReplyObjectFunctions large_functions;
 bool functions_ready = false;
 
-// A nil reply holds nothing: the one read_reply hands out for a whole reply
-// is this one, never freed.
+// Never freed.
 redisReply shared_nil = [] {
     redisReply r{};
     r.type = REDIS_REPLY_NIL;
@@ -46,8 +37,7 @@ char* inline_bytes(redisReply* r) noexcept
     return reinterpret_cast<char*>(r + 1);
 }
 
-// A reply object of `type` with `extra` bytes after it, the rest zero,
-// linked into its array if it is an element.
+// The rest zero; linked into its array if it is an element.
 redisReply* new_reply(const redisReadTask* task, int type, size_t extra) noexcept
 {
     auto* r = static_cast<redisReply*>(std::malloc(sizeof(redisReply) + extra));
@@ -62,9 +52,6 @@ redisReply* new_reply(const redisReadTask* task, int type, size_t extra) noexcep
     return r;
 }
 
-// A bulk string's bytes have a malloc() of their own (the replay takes
-// its record's over); a status's, an error's and an array element's lie
-// after its object, in one allocation.
 void* create_string(const redisReadTask* task, char* str, size_t len)
 {
     bool own_block = task->type == REDIS_REPLY_STRING && task->parent == nullptr;

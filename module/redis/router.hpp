@@ -1,10 +1,7 @@
-// redis/router.hpp — where the store's commands go. Every command the store
-// sends names exactly one key; a router picks the connection for it: the
-// one server, the cluster node that serves the key's slot (following MOVED
-// and ASK), or the master Sentinel names (following failovers). Routers own
-// their connections; none of them blocks. What the cluster and Sentinel
-// routers share: a command's own copy of its words, and how often it may be
-// sent elsewhere.
+// redis/router.hpp — picks the connection for each command (each names one
+// key): the one server, the cluster node of its slot (following MOVED/ASK),
+// or Sentinel's master (following failovers). Routers own their connections
+// and never block. See docs/design.md#store-protocols.
 #pragma once
 
 #include <new>
@@ -23,26 +20,22 @@ class Router {
 public:
     virtual ~Router() = default;
 
-    // As Connection::command, for a command about `key`: false when it
-    // cannot be sent now (the handler is not called then); otherwise the
-    // handler runs once, with the reply, or with nullptr when no reply will
-    // come. Redirections are followed here and never reach the handler.
-    // A late command (`late`) chooses its words each time it leaves.
+    // As Connection::command: false when it cannot be sent now (handler not
+    // called); else the handler runs once, with the reply or nullptr.
+    // Redirections are followed here and never reach the handler.
     virtual bool command(std::string_view key, int argc, const char** argv, const size_t* argv_len,
                          ReplyHandler handler, void* data, bool queue_while_down = false,
                          Late late = {}) noexcept = 0;
 
-    // The shortest idempotency_redis_timeout of the router's users.
     virtual void set_timeout(ngx_msec_t timeout) noexcept = 0;
 };
 
-// A new router for `server` (nullptr when out of memory).
+// nullptr when out of memory.
 Router* make_router(const RedisServer& server, ngx_log_t* log) noexcept;
 Router* make_cluster_router(const RedisServer& server, ngx_log_t* log) noexcept;   // cluster_router.cpp
 Router* make_sentinel_router(const RedisServer& server, ngx_log_t* log) noexcept;  // sentinel_router.cpp
 
-// A new router of type R, started (R::start: its seed nodes, its
-// sentinels); nullptr when either fails.
+// nullptr when construction or R::start fails.
 template <typename R>
 Router* start_router(const RedisServer& server, ngx_log_t* log) noexcept
 {
@@ -55,14 +48,11 @@ Router* start_router(const RedisServer& server, ngx_log_t* log) noexcept
 }
 
 // ----------------------------------------------------------------------------
-// Shared by the cluster and Sentinel routers: a command with its own copy
-// of its arguments, so that it can be sent again elsewhere (after MOVED,
-// ASK, READONLY, or once the master is known).
+// Cluster and Sentinel routers: a command with its own copy of its arguments,
+// so it can be sent again elsewhere (MOVED, ASK, READONLY, master known).
 
 constexpr int max_command_args = 8;
-// How many times one command is sent elsewhere (MOVED or ASK in a cluster,
-// READONLY from what Sentinel named the master) before it gets the reply it
-// has.
+// Then it gets the reply it has.
 constexpr int max_redirects = 5;
 
 struct OwnedCommand {
@@ -88,19 +78,16 @@ inline bool send_owned(Connection& conn, OwnedCommand* c, ReplyHandler on_reply)
                         c->late);
 }
 
-// Gives `c` its answer and frees it.
 void finish_owned(OwnedCommand* c, redisReply* reply) noexcept;
 
-// Addresses learnt at run time (cluster nodes, the current master): a
-// parsed address with the name it is logged under, owned by the router.
+// Learnt at run time (cluster nodes, the current master); owned by the router.
 struct Endpoint {
     ngx_str_t name;  // host:port
     ngx_addr_t addr;
     ngx_pool_t* pool;
 };
 
-// Parses "host:port" (an IP address, not a name: no resolving in a
-// worker); nullptr when it is not one.
+// An IP address, not a name: no resolving in a worker. nullptr when not one.
 Endpoint* make_endpoint(std::string_view host, unsigned port, ngx_log_t* log) noexcept;
 void free_endpoint(Endpoint* e) noexcept;
 

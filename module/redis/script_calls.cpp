@@ -1,6 +1,4 @@
-// redis/script_calls.cpp — see script_calls.hpp: a call's start, its
-// sending, its attempts after a failure and its end (what its reply says is
-// script_reply.cpp's).
+// redis/script_calls.cpp — see script_calls.hpp.
 
 #include "script_calls.hpp"
 
@@ -13,8 +11,7 @@
 
 namespace idem::redis {
 
-// An exiting worker tries what it owes Redis until worker_shutdown_timeout
-// (from when it is first seen exiting), when that is set; past it, true.
+// Counted from when the worker is first seen exiting; true past it.
 bool past_exit_deadline() noexcept
 {
     static ngx_msec_t deadline = 0;
@@ -74,9 +71,8 @@ void ScriptCalls::store(std::string_view key, std::string_view claim, RecordByte
         notice.tell(StoreOutcome::unknown);
         return;  // worker exit: nothing new is sent
     }
-    // The record lies apart from the call's other arguments, so that a
-    // store kept for memory can let it go for its marker (kept_stores.cpp):
-    // bytes it owns it keeps as they are, borrowed ones (a marker) it copies.
+    // The record lies apart from the other arguments, so a store kept for
+    // memory can let it go for its marker.
     if (!record.owns()) {
         std::string_view bytes = record.view();
         auto* copy = static_cast<char*>(ngx_alloc(ngx_max(bytes.size(), 1), log_));
@@ -101,7 +97,7 @@ void ScriptCalls::store(std::string_view key, std::string_view claim, RecordByte
     start(call, complete_script, Role::store, lock_ttl_ms, lease);
 }
 
-// Links a new call (nullptr: out of memory) in and sends it.
+// nullptr: out of memory.
 void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64_t lock_ttl_ms, Lease* lease) noexcept
 {
     if (call == nullptr) {
@@ -116,14 +112,12 @@ void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64
     call->role = role;
     call->lock_ttl_ms = lock_ttl_ms;
     call->lease = hold_lease(lease);
-    // A keepalive goes ahead of a store sent again, on a connection that
-    // may drop with that store: as EVAL it needs no script Redis would
-    // first have to load (NOSCRIPT, then EVAL queued behind the store and
-    // lost with it), so the claim is renewed whatever the store meets.
+    // A keepalive goes ahead of a store sent again, on a connection that may
+    // drop with it: as EVAL it needs no NOSCRIPT round (whose EVAL would queue
+    // behind the store and be lost with it).
     call->with_body = role == Role::keepalive;
-    // What is owed Redis keeps an exiting worker (reload, graceful
-    // shutdown) alive until it lands or its window ends, no longer than
-    // worker_shutdown_timeout when that is set (see failed()).
+    // What is owed keeps an exiting worker alive until it lands or its window
+    // (at most worker_shutdown_timeout) ends.
     set_event(call->retry_timer, on_retry_timer, call, log_, !owed(role));
     ngx_queue_init(&call->parked);  // not parked: kept for memory, it waits there between attempts
     call->next = calls_;
@@ -136,17 +130,14 @@ void ScriptCalls::start(ScriptCall* call, Script& script, Role role, std::uint64
 
 void ScriptCalls::send(ScriptCall* call) noexcept
 {
-    // its words chosen as it leaves, for the server it leaves for
     if (!router_.command(key_of(call), 0, nullptr, nullptr, on_script_reply, call, true, Late{render, call})) {
         failed(call, "Redis cannot be reached");
     }
 }
 
-// This attempt did not do it, and another may: a lost reply (a fenced
-// script may run twice), or an error reply that says "not now". The
-// next one is sent after a backoff, within the call's window; a
-// response renews its claim before each one. A response refused for
-// memory is kept instead, until Redis takes writes (kept_stores.cpp).
+// A lost reply (a fenced script may run twice) or a "not now" error: retried
+// after a backoff within the window, a response renewing its claim first;
+// one refused for memory is kept instead (kept_stores.cpp).
 void ScriptCalls::failed(ScriptCall* call, std::string_view why) noexcept
 {
     call->form = Form::script;  // a store's attempts after the first are not leased
@@ -195,8 +186,7 @@ void ScriptCalls::on_retry_timer(ngx_event_t* ev)
     auto* call = static_cast<ScriptCall*>(ev->data);
     ScriptCalls* self = call->owner;
     if (call->role == Role::store) {
-        // Ahead of the store on the same connection: the claim lives
-        // another lock_ttl, whatever this attempt meets.
+        // Ahead of the store on the same connection, whatever it meets.
         self->renew(key_of(call), call->args[1], call->lock_ttl_ms, Role::keepalive);
     }
     self->send(call);

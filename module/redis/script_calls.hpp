@@ -1,17 +1,8 @@
 // redis/script_calls.hpp — what the Redis store owes Redis once a request
-// has handed it over: a response to store, a key to release, a claim to
-// renew or a value to put back. Each is a fenced script call with its own
-// copy of its arguments, sent again after a lost reply or a transient error
-// (retry.hpp) from a timer, until it lands or its window ends. Each call
-// chooses its words as it leaves, for the server it leaves for
-// (script_render.cpp): on a server with conditional writes (info.hpp) the
-// conditional write, one plain command; else a response within its claim's
-// lease goes as `MULTI; PEXPIRETIME; SET ... XX GET; EXEC` (lease.hpp),
-// and the rest as the fenced script. What each reply says, and what the
-// call does on it, is script_reply.cpp's. A response refused for memory
-// keeps its claim for idempotency_ttl and is kept until Redis takes writes
-// again (kept_stores.cpp). An exiting worker finishes what it can and
-// abandons the rest (logged and counted).
+// handed it over (store, release, renew, put back): fenced calls with their
+// own argument copies, retried from a timer until they land or their window
+// ends. Words: script_render.cpp; replies: script_reply.cpp; OOM-refused
+// stores: kept_stores.cpp. See docs/design.md#store-protocols.
 #pragma once
 
 #include <cstddef>
@@ -37,22 +28,17 @@ constexpr int max_script_args = 6;
 
 class ScriptCalls;
 
-// What a script call is for. A response to store, a key to release and a
-// stored response to put back are owed: the store tries them again after a transient
-// failure, and an exit that leaves them undone is logged and counted. A
-// renewal by a running request is sent again after a lost reply; a renewal
-// that keeps the claim of a response being stored again is fire and
-// forget, and silent.
+// Owed roles are retried after a transient failure, and an exit that leaves
+// them undone is logged and counted; a renewal is sent again after a lost
+// reply; a keepalive is fire and forget, and silent.
 enum class Role { store, release, restore, renewal, keepalive };
 
-// How an attempt went, chosen as it left (script_render.cpp).
 enum class Form : std::uint8_t {
     script,       // the fenced script (EVALSHA, or EVAL)
     leased,       // a store within its claim's lease: MULTI; PEXPIRETIME; SET ... XX GET; EXEC
     conditional,  // the server's conditional write: SET ... IFEQ, DELIFEQ or DELEX ... IFEQ
 };
 
-// The words a call may leave as: what its server runs, or the script alone.
 enum class Words : std::uint8_t { as_server_can, script };
 
 constexpr bool owed(Role role) noexcept
@@ -60,15 +46,11 @@ constexpr bool owed(Role role) noexcept
     return role == Role::store || role == Role::release || role == Role::restore;
 }
 
-// What a store Redis refused for memory holds until it lands
-// (kept_stores.cpp): nothing yet (not refused for memory), its record, or
-// only the unreplayable marker, the worker holding as many record bytes
-// for such stores as idempotency_redis_oom_buffer allows.
+// `marker`: only the marker, the worker already holding its
+// idempotency_redis_oom_buffer of record bytes.
 enum class Kept : std::uint8_t { no, record, marker };
 
-// A fenced script call; owns copies of its arguments so it can be sent
-// again: as EVAL after NOSCRIPT, after a lost reply, after a transient
-// error. Linked in its store's list from creation to finish.
+// Linked in its store's list from creation to finish.
 struct ScriptCall {
     ScriptCalls* owner;
     Script* script;
@@ -95,28 +77,24 @@ struct ScriptCall {
     OwnedArgs<max_script_args> args;  // KEYS[1], then ARGV (copies, but for a store's record)
 };
 
-// A store's arguments: KEYS[1] = key, ARGV = claim, record, ttl; after
-// them, not sent, its marker.
+// KEYS[1] = key, ARGV = claim, record, ttl; then, not sent, the marker.
 constexpr int store_record_arg = 2;
 constexpr int store_sent_args = 4;
 constexpr int store_marker_arg = 4;
 
-// True once an exiting worker has tried what it owes Redis for
-// worker_shutdown_timeout (when that is set).
+// True once an exiting worker has tried what it owes for
+// worker_shutdown_timeout (when set).
 bool past_exit_deadline() noexcept;
 
-// The worker's idempotency_redis_oom_buffer: the most record bytes its
-// stores hold for responses Redis refused for memory (kept_stores.cpp).
 void set_oom_buffer(std::size_t bytes) noexcept;
 
-// `n` in decimal at `out` (room for NGX_INT64_LEN); its length.
+// Room for NGX_INT64_LEN; returns the length.
 inline size_t decimal(std::uint64_t n, char* out) noexcept
 {
     return static_cast<size_t>(write_decimal(out, n) - out);
 }
 
-// The decimal of the last number it was asked for: a location's TTLs are
-// the same from one request to the next, written once instead of each time.
+// A location's TTLs are the same from one request to the next.
 class DecimalMemo {
 public:
     std::string_view of(std::uint64_t n) noexcept
@@ -149,24 +127,19 @@ public:
     ScriptCalls(const ScriptCalls&) = delete;
     ScriptCalls& operator=(const ScriptCalls&) = delete;
 
-    // Worker exit: nothing new is sent, and what comes back is abandoned.
+    // Nothing new is sent; what comes back is abandoned.
     void close() noexcept { closing_ = true; }
 
-    // Sends `script` with KEYS[1] = args[0] and ARGV = the rest (copied);
     // `lease`: a renewal that finds the claim gone revokes it.
     void call(Script& script, Role role, const std::string_view* args, int argc, std::uint64_t lock_ttl_ms,
               Lease* lease = nullptr) noexcept;
-    // Stores a response's `record` under `key` for ttl_ms, fenced by
-    // `claim`: record bytes it owns the call keeps (freed when it is done),
-    // borrowed ones it copies. Its first attempt goes unfenced if it leaves
-    // while `lease` holds. `marker` (copied) goes instead of a record Redis
-    // refused for memory that the worker cannot hold. `notice` is told
-    // what became of it.
+    // Owned record bytes are kept, borrowed ones copied. The first attempt
+    // goes unfenced if it leaves while `lease` holds. `marker` (copied) goes
+    // instead of an OOM-refused record the worker cannot hold.
     void store(std::string_view key, std::string_view claim, RecordBytes record, std::string_view marker,
                std::uint64_t ttl_ms, std::uint64_t lock_ttl_ms, Lease* lease, StoreNotice notice = {}) noexcept;
-    // Renews `claim` under `key` for lock_ttl_ms; Words::script: as the
-    // fenced script on every server (a keep, which must land ahead of the
-    // store it precedes: kept_stores.cpp).
+    // Words::script: the fenced script on every server (a keep must land
+    // ahead of the store it precedes: kept_stores.cpp).
     void renew(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms, Role role,
                Lease* lease = nullptr, Words words = Words::as_server_can) noexcept;
 

@@ -1,18 +1,9 @@
-// redis/script_render.cpp — the words of a script call's attempt, chosen
-// as it leaves for the server it leaves for (script_calls.hpp); what the
-// reply to those words says is script_reply.cpp's.
-//
-// On a server with conditional writes (info.hpp; docs/design.md#conditional-writes):
-//   a store       SET key record IFEQ claim PX ttl GET
-//   a renewal     SET key claim IFEQ claim PX lock_ttl   (and a keepalive)
-//   a release     DELIFEQ key claim, or DELEX key IFEQ claim
-// each written by the server only while the key holds our claim: no lease,
-// no put-back, no clock (but the keep of a store refused for memory: the
-// script on every server, kept_stores.cpp). Elsewhere — and on a
-// connection whose server has not said yet what it runs — a store within
-// its claim's lease (lease.hpp), first attempt only, goes as
-//   MULTI; PEXPIRETIME key; SET key record PX ttl XX GET; EXEC
-// and everything else as the fenced script (scripts.cpp).
+// redis/script_render.cpp — the words of a script call's attempt, chosen as
+// it leaves for its server. With conditional writes (info.hpp) the server
+// writes only while the key holds our claim: no lease, put-back or clock.
+// Elsewhere, or before the server said what it runs, a store's first
+// attempt within its lease goes as the leased transaction, the rest as the
+// fenced script. See docs/design.md#store-protocols.
 
 #include "script_calls.hpp"
 
@@ -39,7 +30,6 @@ int ScriptCalls::script_words(const ScriptCall* call, const char** argv, size_t*
     return 3 + call->args.count;
 }
 
-// The fenced script's words.
 void ScriptCalls::render_script(ScriptCall* call, LateWords& out) noexcept
 {
     const char* argv[3 + max_script_args];
@@ -66,14 +56,11 @@ void ScriptCalls::render(void* data, const ServerFeatures& features, LateWords& 
                                                    : "fenced by the script");
 }
 
-// The conditional write of a store, renewal, keepalive or release, when
-// the server runs it; false: it does not (or the call is a put-back, which
-// exists only for the lease). A SET is refused when Redis is full (OOM),
-// where the script's PEXPIRE is not: a renewal or keepalive refused for
-// memory goes again at once as the script (on_script_reply), so that a
-// full Redis never lets a claim lapse (docs/design.md#a-full-redis). The
-// keep of a store Redis refused for memory is the script from the start
-// (call->scripted, kept_stores.cpp): it must land ahead of its store.
+// False when the server lacks it, or for a put-back (which exists only for
+// the lease). A SET is refused under OOM where the script's PEXPIRE is not,
+// so an OOM'd renewal goes again at once as the script: a full Redis never
+// lets a claim lapse (docs/design.md#a-full-redis). A keep is the script
+// from the start: it must land ahead of its store.
 bool ScriptCalls::render_conditional(ScriptCall* call, const ServerFeatures& features, LateWords& out) noexcept
 {
     const OwnedArgs<max_script_args>& a = call->args;
@@ -118,10 +105,8 @@ bool ScriptCalls::render_conditional(ScriptCall* call, const ServerFeatures& fea
     return false;
 }
 
-// A store on a server without conditional writes: within its claim's
-// lease (lease.hpp), first attempt only, the leased transaction, which
-// also tells what it overwrote and until when that would have lived;
-// otherwise the fenced script.
+// Within its lease, first attempt only, the leased transaction (which also
+// tells what it overwrote and until when); otherwise the fenced script.
 void ScriptCalls::render_store(ScriptCall* call, LateWords& out) noexcept
 {
     const OwnedArgs<max_script_args>& a = call->args;

@@ -1,15 +1,9 @@
-// redis/script_reply.cpp — what the reply to an attempt of a script call
-// (script_calls.hpp) says, and what the call does on it: a store's
-// outcome; what a store within its claim's lease found it overwrote, and
-// whether that is put back (lease.hpp, docs/design.md#the-lease); a claim
-// found gone revokes its lease, so that the request's store goes fenced. A
-// reply that says "not now" is another attempt: NOSCRIPT sends the
-// script's body, a conditional renewal refused for memory goes again as the
-// script, a transient error goes back to script_calls.cpp's failed().
-// Owns: the meaning of each reply, the call's outcome, the log line of
-// each answer.
-// Must not touch: how an attempt is sent, retried or kept
-// (script_calls.cpp, kept_stores.cpp), its words (script_render.cpp).
+// redis/script_reply.cpp — what a script call's reply says and what the call
+// does on it: a store's outcome, what a leased store overwrote and whether
+// it is put back, a lease revoked by a claim found gone; NOSCRIPT, an OOM'd
+// conditional renewal and transient errors become another attempt. Must not
+// touch how attempts are sent, retried or kept, nor their words.
+// See docs/design.md#the-lease.
 
 #include "script_calls.hpp"
 
@@ -20,9 +14,8 @@
 
 namespace idem::redis {
 
-// What a reply says, as the fenced scripts answer (scripts.cpp): 1 done
-// (or done already), 0 the claim was not there, -1 no such answer (an
-// error, or a reply of another shape).
+// As the fenced scripts answer (scripts.cpp): 1 done (or already), 0 the
+// claim was not there, -1 no such answer.
 long long ScriptCalls::answer_of(const ScriptCall* call, const redisReply* reply) noexcept
 {
     if (call->form != Form::conditional) {
@@ -60,19 +53,17 @@ void ScriptCalls::leased_stored(ScriptCall* store, const redisReply* reply) noex
                       "idempotency: could not store the response: the claim had expired or was taken over");
         break;
     case LeasedStore::same_intent:
-        // Redis lost the claim and another request of the same key and
-        // fingerprint executed and stored: either response is a true replay.
+        // Redis lost the claim and a request of the same fingerprint stored:
+        // either response is a true replay.
         ngx_log_error(NGX_LOG_ERR, log_, 0,
                       "idempotency: the claim on \"%*s\" was lost by Redis while its request ran, and another "
                       "request of the same key and fingerprint executed and stored its response; this response "
                       "replaces it", key.size(), key.data());
         break;
     case LeasedStore::took_claim:
-        // Not put back (docs/design.md#the-lease): that request's store
-        // finds the key taken and stores nothing, so a claim put back would
-        // outlive it, and its expiry would let a retry execute once more.
-        // Ours stays, for idempotency_ttl: a retry of either request is
-        // answered from it (or 422 for another fingerprint).
+        // Not put back: that request's store finds the key taken and stores
+        // nothing, so a claim put back would outlive it and its expiry let a
+        // retry execute once more. Ours answers both requests' retries.
         ngx_log_error(NGX_LOG_ERR, log_, 0,
                       "idempotency: Redis lost the claim on \"%*s\" while its request ran, and another request "
                       "claimed the key; this response replaced that claim and stays: that request's store will "
@@ -108,8 +99,7 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
         return;
     }
     if (reply == nullptr) {
-        // The connection went down with this command unanswered; the
-        // script is fenced, so running it again is safe.
+        // The script is fenced, so running it again is safe.
         self->failed(call, "the connection was lost");
         return;
     }
@@ -120,8 +110,6 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
         self->leased_stored(call, reply);
         return;
     }
-    // 1 done (or done already), 0 the claim was not there (or another
-    // value), -1 no such answer
     long long answer = answer_of(call, reply);
     if (call->role == Role::store && answer >= 0) {
         call->outcome = answer == 1 ? StoreOutcome::stored : StoreOutcome::not_stored;
@@ -155,16 +143,13 @@ void ScriptCalls::on_script_reply(void* data, redisReply* reply)
         }
         call->outcome = StoreOutcome::not_stored;
     } else if (call->role == Role::restore) {
-        // The leased store overwrote another request's stored response
-        // (or marker); the log says what became of it, as for any store
-        // that lost its claim.
+        // The leased store overwrote another request's stored response or marker.
         ngx_log_error(NGX_LOG_WARN, self->log_, 0,
                       "idempotency: could not store the response: the claim had expired or was taken over; "
                       "%s", answer == 1 ? "what was there is back" : "the key has moved on since");
     } else if (answer == 0) {
         if (call->lease != nullptr && (call->role == Role::renewal || call->role == Role::keepalive)) {
-            // The claim is gone: Redis lost it, so the lease's argument no
-            // longer holds; the request's store goes fenced.
+            // Redis lost it: the lease's argument no longer holds.
             call->lease->revoke();
         }
         if (call->role != Role::keepalive) {

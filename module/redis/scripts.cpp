@@ -9,8 +9,7 @@
 namespace idem::redis {
 
 // ARGV[1] is the claim record: only its holder may store or release. Each
-// script also answers 1 when its work is already done, so that sending it
-// again after a lost reply (its first run may have happened) is not
+// also answers 1 when already done, so a resend after a lost reply is not
 // mistaken for a lost claim.
 Script complete_script{
     "local v = redis.call('GET', KEYS[1]) "
@@ -29,12 +28,9 @@ Script renew_script{
     "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
     "renew the claim", {}};
 
-// A store within the lease that overwrote another request's stored
-// response or marker (lease.hpp; never a claim) puts it back, unless the
-// key has moved on since: ARGV[1] is
-// the store's record, ARGV[2] the value, ARGV[3] when it expired (Unix ms,
-// by Redis's clock, as PEXPIRETIME read it atomically with the overwrite;
-// empty: never). Its expiry is restored as it was, to the millisecond.
+// Puts back what a leased store overwrote (never a claim) unless the key
+// moved on: ARGV[1] the store's record, ARGV[2] the value, ARGV[3] its
+// expiry as PEXPIRETIME read it (Unix ms; empty: never), restored exactly.
 Script restore_script{
     "local v = redis.call('GET', KEYS[1]) "
     "if v == ARGV[1] then "
@@ -43,25 +39,20 @@ Script restore_script{
     "if v == ARGV[2] then return 1 end return 0",
     "put back the value a store overwrote", {}};
 
-// The claim when the configuration hands the upstream a fence
-// (docs/design.md#the-fence): `SET ... NX PX ttl GET`, and, granted, Redis's
-// clock read in the same step.
+// With a fence (docs/design.md#the-fence): Redis's clock read in the same step.
 const std::string_view fenced_claim_script =
     "local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') "
     "if v then return v end return redis.call('TIME')";
 
-// A live log that may be gone: nil when it does not exist, else its bytes
-// from ARGV[1] on. An empty GETRANGE alone cannot tell a log that did not
-// grow from one that is gone.
+// nil when gone: an empty GETRANGE alone cannot tell it from a log that did
+// not grow.
 const std::string_view live_read_script =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return false end "
     "return redis.call('GETRANGE', KEYS[1], ARGV[1], -1)";
 
-// A look at a response's pieces (pieces.hpp): each one's length (0: none)
-// and the bytes that name it, in one step, as pieces.hpp's look entries
-// (one string: a reply of many elements is refused on a data connection).
-// KEYS[1] is the first piece's key; the others differ in their last 8
-// characters (the index in hex), on the same slot.
+// One string, as pieces.hpp's look entries: a reply of many elements is
+// refused on a data connection. The other keys differ from KEYS[1] in their
+// last 8 characters (the index in hex), on the same slot.
 const std::string_view pieces_look_script =
     "local base = string.sub(KEYS[1], 1, -9) local n = tonumber(ARGV[2]) local r = {} "
     "for i = 0, tonumber(ARGV[1]) - 1 do local k = base .. string.format('%08x', i) "
@@ -69,11 +60,11 @@ const std::string_view pieces_look_script =
     "r[i + 1] = struct.pack('>I4', redis.call('STRLEN', k)) .. name .. string.rep('\\0', n - #name) end "
     "return table.concat(r)";
 
-// The operator's peek: the value and its PTTL in one step; nil when absent.
+// nil when absent.
 const std::string_view peek_script =
     "local v = redis.call('GET', KEYS[1]) if not v then return false end "
     "return {v, redis.call('PTTL', KEYS[1])}";
-// The operator's purge: the key goes only if it still holds what was read.
+// Only if the key still holds what was read.
 const std::string_view purge_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 

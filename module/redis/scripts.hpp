@@ -1,9 +1,6 @@
-// redis/scripts.hpp — every Lua script the Redis store runs: those that
-// store, release, renew and put back a claim, fenced by the claim record,
-// and their SHA-1s (script_calls.cpp sends them by EVALSHA, and as EVAL
-// after NOSCRIPT); and the short ones sent whole by EVAL (Redis keeps them
-// compiled; no SHA-1, no NOSCRIPT round): the fenced claim, a live log's
-// read, the look at a response's pieces, the operator's peek and purge.
+// redis/scripts.hpp — the Redis store's Lua scripts: the fenced settles, sent
+// by EVALSHA (EVAL after NOSCRIPT), and short ones sent whole by EVAL (Redis
+// keeps them compiled: no NOSCRIPT round).
 #pragma once
 
 #include <string_view>

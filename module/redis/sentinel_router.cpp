@@ -1,15 +1,8 @@
-// redis/sentinel_router.cpp — the router for a master watched by Redis
-// Sentinel: every command goes to the master that the sentinels name
-// (SENTINEL get-master-addr-by-name), asked of one sentinel after another.
-// The master is asked for again when its connection is lost — at once, even
-// with nothing in flight — and before a command goes to a master that is not
-// connected (one that died while idle: the command waits for the sentinels'
-// answer rather than meet the dead one), and when it answers READONLY (it
-// was demoted by a failover); a command that met
-// READONLY was not run, so it waits for the new master and goes there (up
-// to max_redirects times, router.hpp). Commands that arrive while the
-// master is being looked up wait for it; a lookup that fails is tried again
-// after a backoff (timing.hpp).
+// redis/sentinel_router.cpp — every command goes to the master the sentinels
+// name, asked of one after another. The master is asked for again when its
+// connection is lost, before a command goes to one not connected (it may
+// have died idle), and on READONLY (demoted by a failover; the command was
+// not run, so it waits for the new master, up to max_redirects times).
 
 #include <hiredis/hiredis.h>
 
@@ -76,16 +69,14 @@ public:
             return false;
         }
         c->router = this;
-        // A master not connected (lost, dead while idle, or connecting) is
-        // asked for again first: it may have been replaced meanwhile. When
-        // the sentinels cannot be asked, the last one known is tried.
+        // Asked for again first: it may have been replaced meanwhile. When the
+        // sentinels cannot be asked, the last one known is tried.
         bool trusted = master_ != nullptr && (master_->up() || lookup_failed_);
         if (trusted && send_owned(*master_, c, on_reply)) {
             return true;
         }
-        // No master yet, or it is down (a failover closes its clients): the
-        // command waits for the sentinels' answer, and goes to the master
-        // they name, or fails if that one cannot be reached either.
+        // No master yet, or down (a failover closes its clients): wait for
+        // the sentinels' answer.
         if (!wait(c)) {
             ngx_free(c);
             return false;
@@ -126,8 +117,7 @@ private:
         return all;
     }
 
-    // What waits goes to `master`, or gets no reply when there is none (or
-    // it cannot be sent there).
+    // No reply when there is none, or it cannot be sent there.
     void settle_waiting(Connection* master) noexcept
     {
         for (OwnedCommand* c = take_waiting(); c != nullptr;) {
@@ -166,7 +156,6 @@ private:
         self->request_lookup();
     }
 
-    // ------------------------------------------------------------ lookup
 
     void request_lookup() noexcept
     {
@@ -230,8 +219,7 @@ private:
             return;
         }
         if (!self->use_master(e) && self->stale_ && self->stale_lookups_++ < max_stale_lookups) {
-            // Still named master but answering READONLY: the failover is
-            // under way. What met READONLY waits; ask again shortly.
+            // Still named master but READONLY: the failover is under way.
             self->retry_at_ = ngx_current_msec + static_cast<ngx_msec_t>(lookup_backoff.first);
             self->request_lookup();
             return;
@@ -241,8 +229,7 @@ private:
         self->lookup_done(true, nullptr);
     }
 
-    // Connects to the master at `e` unless it is the one in use; true when
-    // it is new.
+    // True when it is new.
     bool use_master(Endpoint* e) noexcept
     {
         if (master_ != nullptr

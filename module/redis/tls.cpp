@@ -60,10 +60,9 @@ TlsClient::~TlsClient()
 ngx_int_t TlsClient::start(ngx_connection_t* c, const ngx_addr_t& addr, ngx_connection_handler_pt done,
                            ngx_log_t* log) noexcept
 {
-    // nginx logs every failed handshake itself, and every reconnection
-    // would repeat it: its SSL layer talks to a log that lets only alerts
-    // (and, with error_log ... debug, the trace) through; the connection
-    // logs the reason once.
+    // nginx logs every failed handshake, and every reconnection would repeat
+    // it: its SSL layer gets a log passing only alerts (and the debug trace);
+    // the connection logs the reason once.
     quiet_log_ = *log;
     if (quiet_log_.log_level <= NGX_LOG_DEBUG) {
         quiet_log_.log_level = ngx_min(quiet_log_.log_level, static_cast<ngx_uint_t>(NGX_LOG_ALERT));
@@ -186,8 +185,8 @@ void TlsClient::on_info(const SSL* ssl, int where, int ret)
     }
 }
 
-// nginx's new-session callback (TLS 1.2 at the handshake, TLS 1.3 when a
-// ticket arrives): the latest session is the one to resume.
+// TLS 1.2 at the handshake, TLS 1.3 when a ticket arrives: the latest
+// session is the one to resume.
 void TlsClient::on_new_session(ngx_connection_t* c)
 {
     TlsClient* self = client_of(c->ssl->connection);

@@ -1,11 +1,7 @@
-// redis/tls.hpp — TLS on one Redis connection, with nginx's own SSL layer
-// (ngx_ssl_*, as the proxy module's upstream TLS): started on the connected
-// socket, the handshake driven by the event loop, then the certificate of
-// Redis checked — its chain and its name, a DNS name or an IP address —
-// before the first command (AUTH) leaves. After the handshake nginx has
-// swapped c->send and c->recv for its SSL ones, so the connection's I/O is
-// unchanged. The session is kept for the next connection to the same
-// target. Owns no socket; knows nothing of commands.
+// redis/tls.hpp — TLS on one Redis connection with nginx's own SSL layer:
+// the handshake on the event loop, then Redis's chain and name checked
+// before AUTH leaves. nginx swaps c->send/c->recv, so the connection's I/O
+// is unchanged. The session is kept for the next connection. Owns no socket.
 #pragma once
 
 #include <string_view>
@@ -16,16 +12,14 @@ namespace idem::redis {
 
 struct TlsContext;
 
-// Where a connection's TLS comes from: its context (nullptr: plain TCP) and
-// the host its certificate must name when idempotency_redis_ssl_name is not
-// set (empty: the IP address connected to).
+// ctx nullptr: plain TCP. `host`: what the certificate must name without
+// idempotency_redis_ssl_name (empty: the IP address connected to).
 struct TlsTarget {
     const TlsContext* ctx = nullptr;
     std::string_view host;
 };
 
-// Once per process, at configuration: the slot that ties an SSL object to
-// its TlsClient.
+// Once per process: the slot that ties an SSL object to its TlsClient.
 bool register_tls_client() noexcept;
 
 class TlsClient {
@@ -37,23 +31,19 @@ public:
 
     bool enabled() const noexcept { return ctx_ != nullptr; }
 
-    // Makes `c` (connected to `addr`, with a pool) a TLS client and starts the
-    // handshake: NGX_OK when done, NGX_AGAIN when `done(c)` will be called
-    // (the caller's handlers of c are replaced meanwhile), NGX_ERROR.
+    // NGX_OK when done, NGX_AGAIN when `done(c)` will be called (c's handlers
+    // are replaced meanwhile), NGX_ERROR.
     ngx_int_t start(ngx_connection_t* c, const ngx_addr_t& addr, ngx_connection_handler_pt done,
                     ngx_log_t* log) noexcept;
 
-    // After the handshake: nullptr when Redis may be talked to, else why
-    // not (its chain or name). Logs the handshake at info.
+    // nullptr when Redis may be talked to, else why not. Logs the handshake at info.
     const char* check(ngx_connection_t* c, const ngx_str_t& redis, ngx_log_t* log) noexcept;
 
-    // Why the handshake failed, or why the connection broke (a fatal alert
-    // either side sent); nullptr when no alert tells.
+    // From a fatal alert either side sent; nullptr when none tells.
     const char* failure() noexcept;
     const char* handshake_failure() noexcept;  // never nullptr
 
-    // Before the connection is closed: no close_notify exchange (nothing to
-    // wait for), and the kept session stays resumable.
+    // No close_notify exchange (nothing to wait for); the session stays resumable.
     void close(ngx_connection_t* c) noexcept;
 
 private:

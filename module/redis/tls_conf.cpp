@@ -19,8 +19,8 @@ bool same_settings(const RedisTlsConf& a, const RedisTlsConf& b)
            && view(a.certificate_key) == view(b.certificate_key) && view(a.ciphers) == view(b.ciphers);
 }
 
-// A file a directive names can be read (nginx's own SSL messages name the
-// OpenSSL call, not the directive).
+// Checked here because nginx's own SSL messages name the OpenSSL call, not
+// the directive.
 bool readable(ngx_conf_t* cf, const char* directive, ngx_str_t path)
 {
     u_char byte;
@@ -61,7 +61,7 @@ bool check_files(ngx_conf_t* cf, const RedisTlsConf& conf)
                || readable(cf, "idempotency_redis_ssl_certificate_key", conf.certificate_key));
 }
 
-// The context for `conf`, freed with the configuration's pool.
+// Freed with the configuration's pool.
 TlsContext* create_context(ngx_conf_t* cf, const RedisTlsConf& conf)
 {
     if (!check_files(cf, conf)) {

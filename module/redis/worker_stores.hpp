@@ -1,7 +1,5 @@
-// redis/worker_stores.hpp — the registry of a worker's Redis stores: one
-// per configured Redis deployment, made when a location first uses it and
-// deleted when the worker exits; store_factory.cpp looks them up.
-// Must not touch: what a store does (redis_store.*).
+// redis/worker_stores.hpp — a worker's Redis stores, one per deployment, made
+// on first use and deleted at exit. Must not touch what a store does.
 #pragma once
 
 #include "../conf.hpp"

@@ -1,6 +1,6 @@
-// zone/zone_conf.cpp — idempotency_zone and idempotency_store: the zone's
-// name and size, and which store a location uses; the zone's store made
-// with its zone and handed on across reloads through shm_zone->data.
+// zone/zone_conf.cpp — idempotency_zone and idempotency_store; the zone's
+// store is handed on across reloads through shm_zone->data.
+// See docs/design.md#the-zone-across-reloads.
 
 #include "zone_conf.hpp"
 
@@ -13,12 +13,11 @@ namespace idem::zone {
 
 namespace {
 
-// Tags the store zones, so that a zone name used by another module (or the
-// metrics zone) is refused by nginx instead of being shared.
+// So that a zone name used by another module (or the metrics zone) is
+// refused by nginx instead of being shared.
 char zone_tag;
 
-// Whether a zone of the running configuration holds a claim or record that
-// has not expired. Asked in the master during a reload: it maps the zone.
+// Asked in the master during a reload: it maps the zone.
 bool holds_live(const ngx_shm_zone_t* zone) noexcept
 {
     auto* store = static_cast<const ZoneStore*>(zone->data);
@@ -54,8 +53,8 @@ const ngx_shm_zone_t* find_zone(ngx_list_t& zones, const ngx_str_t& name) noexce
     return nullptr;
 }
 
-// A reload hands the old configuration's store to the new one: the records
-// stay where they are (nginx keeps a zone whose name and size are unchanged).
+// The records stay where they are: nginx keeps a zone whose name and size
+// are unchanged.
 ngx_int_t init_zone(ngx_shm_zone_t* shm_zone, void* data)
 {
     auto* store = static_cast<ZoneStore*>(shm_zone->data);

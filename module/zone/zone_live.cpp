@@ -1,5 +1,5 @@
-// zone/zone_live.cpp — see zone_store.hpp: the live log and a response's
-// pieces, records of their own in the zone.
+// zone/zone_live.cpp — see zone_store.hpp: live logs and pieces, records of
+// their own in the zone.
 
 #include "zone_store.hpp"
 
@@ -17,9 +17,9 @@ LogLimiter full_piece_log, full_live_log;
 
 }  // namespace
 
-// No room for a piece means no room for its response (the record that lists
-// the pieces becomes the unreplayable marker: 410), so it counts as a store
-// refused; no room for a live log cuts off its followers in other workers.
+// No room for a piece means none for its response (its record becomes the
+// marker: 410), so it counts as a store refused; no room for a live log cuts
+// off its followers in other workers.
 void ZoneStore::live_full(std::string_view key, LiveKind kind) noexcept
 {
     bool piece = kind == LiveKind::piece;
@@ -35,9 +35,8 @@ void ZoneStore::live_full(std::string_view key, LiveKind kind) noexcept
     }
 }
 
-// Live logs: records of their own in the zone, grown in place while
-// there is room, else moved to a node twice the size. An append is
-// made at once, and answered on the next event-loop turn.
+// Grown in place while there is room, else moved to a node twice the size.
+// Made at once, answered on the next event-loop turn.
 LiveOp* ZoneStore::live_append(std::string_view key, std::uint64_t at, std::string_view bytes, std::uint64_t ttl_ms,
                                LiveCallback callback, void* data, LiveKind kind) noexcept
 {
@@ -110,7 +109,7 @@ void ZoneStore::post_live(LiveOp* op) noexcept
     ngx_post_event(&op->event, &ngx_posted_events);
 }
 
-// Appends `bytes` to op's log if it ends at op->at (0: makes it).
+// 0: makes it.
 LiveStatus ZoneStore::append_live(const LiveOp* op, std::string_view bytes, bool& no_room) noexcept
 {
     std::string_view key = op->args[0];
@@ -149,7 +148,7 @@ LiveStatus ZoneStore::append_live(const LiveOp* op, std::string_view bytes, bool
     return status;
 }
 
-// The log's bytes from op->at on, copied out (ngx_alloc'd, owned by `out`).
+// Copied out (ngx_alloc'd, owned by `out`).
 LiveStatus ZoneStore::read_live(const LiveOp* op, RecordBytes& out) noexcept
 {
     std::string_view key = op->args[0];
@@ -171,7 +170,7 @@ LiveStatus ZoneStore::read_live(const LiveOp* op, RecordBytes& out) noexcept
     return status;
 }
 
-// Each piece's size and name (pieces.hpp's look entries), copied out.
+// pieces.hpp's look entries, copied out.
 LiveStatus ZoneStore::look_pieces(const LiveOp* op, RecordBytes& out) noexcept
 {
     std::string_view base = op->args[0];

@@ -1,15 +1,9 @@
-// zone/zone_lock.hpp — the zone store's mutex (the slab pool's), taken for
-// one section of work: a claim, a store, a release or a renewal. In the
-// production build lock and unlock are ngx_shmtx_lock and ngx_shmtx_unlock.
-//
-// A diagnostic build measures the lock (scripts/bench-zone-lock.sh builds
-// and drives it; never shipped): compiled with -DIDEM_ZONE_LOCK_STATS, each
-// worker counts per section how often it took the mutex, how often it found
-// it taken (the trylock failed), the pauses it spun and the times it gave up
-// spinning for ngx_shmtx_lock (which sleeps on the semaphore), the
-// nanoseconds it waited and held it; it prints them to stderr (the error
-// log) when it exits. Under valgrind --tool=callgrind --collect-atstart=no,
-// only the instructions run while the mutex is held are counted.
+// zone/zone_lock.hpp — the zone store's mutex (the slab pool's), taken per
+// section of work; in production ngx_shmtx_lock/unlock. Built with
+// -DIDEM_ZONE_LOCK_STATS (scripts/bench-zone-lock.sh; never shipped) it
+// counts per section takes, contention, spins, give-ups to the semaphore,
+// and ns waited and held, printed to the error log at exit. Under callgrind
+// with --collect-atstart=no only instructions under the mutex are counted.
 #pragma once
 
 #include "../ngx.hpp"

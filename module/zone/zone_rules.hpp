@@ -1,8 +1,6 @@
-// zone/zone_rules.hpp — the rules of the shared-memory store, apart from
-// shared memory: when a record has expired, what a fenced operation does
-// given the record under its key (the counterparts of the Redis store's Lua
-// scripts), and the marker that replaces a claim whose response finds the
-// zone full. Pure: knows nothing of nginx.
+// zone/zone_rules.hpp — the shared-memory store's rules apart from shared
+// memory: expiry, the fenced operations (the Lua scripts' counterparts),
+// and the marker for a full zone. Pure.
 #pragma once
 
 #include <cstddef>
@@ -12,16 +10,14 @@
 
 namespace idem::zone {
 
-// A record expires at `expires` (milliseconds on one monotonic clock).
+// On one monotonic clock, in ms.
 constexpr bool expired(std::uint64_t expires, std::uint64_t now) noexcept
 {
     return expires <= now;
 }
 
-// What a fenced operation does with the live record `current` under its key
-// (nullopt when there is none, or it has expired): only the holder of the
-// claim record acts; an operation whose work is already done is `done`;
-// anything else — the claim expired or was taken over — is `refused`.
+// `current` nullopt: none, or expired. Only the claim's holder acts; work
+// already done is `done`; anything else (expired, taken over) `refused`.
 enum class Fence { act, done, refused };
 
 Fence fence_complete(std::optional<std::string_view> current, std::string_view claim,
@@ -29,10 +25,8 @@ Fence fence_complete(std::optional<std::string_view> current, std::string_view c
 Fence fence_release(std::optional<std::string_view> current, std::string_view claim) noexcept;
 Fence fence_renew(std::optional<std::string_view> current, std::string_view claim) noexcept;
 
-// The unreplayable marker kept instead of a response the zone has no room
-// for: the claim's fingerprint and the response's status (0 when the record
-// is sealed). Writes it to `out` (room for unreplayable_size); returns its
-// size, or 0 when `claim` is not a claim record.
+// The claim's fingerprint and the status (0 when the record is sealed).
+// `out` has room for unreplayable_size; 0 when `claim` is not a claim.
 std::size_t full_zone_marker(std::string_view claim, std::string_view record, char* out) noexcept;
 
 }  // namespace idem::zone

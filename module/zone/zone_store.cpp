@@ -1,6 +1,5 @@
-// zone/zone_store.cpp — see zone_store.hpp: the claims and records. The
-// shape follows nginx's limit_req zones: a slab pool per zone, its mutex
-// held only for the short tree and copy work of one operation.
+// zone/zone_store.cpp — see zone_store.hpp: claims and records, shaped like
+// limit_req's zones: the mutex held only for one operation's short work.
 
 #include "zone_store.hpp"
 
@@ -41,10 +40,8 @@ void ZoneStore::abandon(PendingOp* op) noexcept
     ngx_free(op);
 }
 
-// Under the mutex the fence costs nothing: no lease needed.
-// The record is copied into the zone (and freed here when it was handed over).
-// (Under the mutex a store is never held for later: the marker a full
-// zone keeps is made from the claim, in the claim's room.)
+// Under the mutex the fence costs nothing: no lease needed. A store is never
+// held for later: a full zone's marker is made from the claim, in its room.
 void ZoneStore::complete(std::string_view key, std::string_view claim, RecordBytes record, std::string_view,
                          std::uint64_t ttl_ms, std::uint64_t, Lease*, StoreNotice notice) noexcept
 {
@@ -128,10 +125,8 @@ void ZoneStore::renew(std::string_view key, std::string_view claim, std::uint64_
     }
 }
 
-// The claim `n` becomes the record. Without room for it, the claim
-// becomes the unreplayable marker (it fits where the claim was): the
-// response was executed and must never run again, so its retries get
-// 410 until `expires`.
+// Without room for the record, the claim becomes the marker (it fits where
+// the claim was): the response executed and must never run again.
 Stored ZoneStore::replace(Node* n, std::string_view key, ngx_rbtree_key_t hash, std::string_view claim,
                           std::string_view record, ngx_msec_t now, ngx_msec_t expires) noexcept
 {
@@ -156,11 +151,9 @@ Stored ZoneStore::replace(Node* n, std::string_view key, ngx_rbtree_key_t hash, 
     return Stored::kept;
 }
 
-// Claims `key` if it is free (or its record expired), else copies out
-// the record found (ngx_alloc'd, owned by `found`).
-// `fence`: a granted claim draws one — the clock in microseconds since
-// the Unix epoch, or one more than the zone's last fence if that is not
-// less (docs/design.md#the-fence).
+// Else copies out the record found (ngx_alloc'd, owned by `found`). A
+// granted claim's fence is the clock in µs, or the zone's last fence + 1 if
+// that is not less (docs/design.md#the-fence).
 Claimed ZoneStore::take(std::string_view key, std::string_view claim, std::uint64_t lock_ttl_ms,
                         RecordBytes& found, std::uint64_t* fence) noexcept
 {

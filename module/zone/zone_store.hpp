@@ -1,13 +1,9 @@
-// zone/zone_store.hpp — the Store in nginx shared memory, for a single
-// gateway without Redis (its directives and start-up: zone_conf.hpp). The
-// zone holds the same record bytes as Redis would, indexed by store key and
-// by expiry (zone_tree.hpp), in nginx's slab allocator under the zone's own
-// mutex; a record that does not fit is never made room for by evicting a
-// live one. Its claims and records: zone_store.cpp; the live log and a
-// response's pieces: zone_live.cpp; the operator's plane: zone_operator.cpp.
-// The zone answers at once, but the caller is told on the next turn of the
-// event loop, as the Store contract promises.
-// Must not touch: the request (answered through the operations' callbacks).
+// zone/zone_store.hpp — the Store in nginx shared memory for a single gateway
+// without Redis: the same record bytes, indexed by key and expiry, in the
+// slab pool under the zone's own mutex; a record that does not fit never
+// evicts a live one. It answers at once, but tells the caller on the next
+// event-loop turn, as the Store contract promises. Must not touch the
+// request. See docs/design.md#how-it-works.
 #pragma once
 
 #include "../conf.hpp"

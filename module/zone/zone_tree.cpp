@@ -41,19 +41,15 @@ u_char* bytes_of(std::string_view s) noexcept
 
 }  // namespace
 
-// The by-key tree's key of a store key: its CRC32, computed before the
-// mutex is taken (hashing a 69-byte key is most of the instructions a
-// lookup runs). ngx_crc32_long gives the same value as ngx_crc32_short,
-// with a table of 256 entries instead of 16, so a zone kept across a
-// reload is ordered the same way.
+// CRC32, computed before the mutex is taken (hashing the key is most of a
+// lookup's instructions). ngx_crc32_long equals ngx_crc32_short, so a zone
+// kept across a reload stays ordered.
 ngx_rbtree_key_t Tree::hash_of(std::string_view key) noexcept
 {
     return static_cast<ngx_rbtree_key_t>(ngx_crc32_long(bytes_of(key), key.size()));
 }
 
-// The record under `key` (whose hash_of is `hash`), unless there is none
-// or it has expired (then it is freed: an expired record is as good as
-// absent).
+// An expired record is freed: it is as good as absent.
 Node* Tree::find_live(std::string_view key, ngx_rbtree_key_t hash, ngx_msec_t now) noexcept
 {
     ngx_rbtree_node_t* n = sh_->by_key.root;
@@ -77,7 +73,7 @@ Node* Tree::find_live(std::string_view key, ngx_rbtree_key_t hash, ngx_msec_t no
     return nullptr;
 }
 
-// Frees up to `max` expired records, oldest expiry first; returns how many.
+// Oldest expiry first; returns how many.
 size_t Tree::expire(size_t max, ngx_msec_t now) noexcept
 {
     size_t freed = 0;
@@ -93,8 +89,7 @@ size_t Tree::expire(size_t max, ngx_msec_t now) noexcept
     return freed;
 }
 
-// A node for a key and value of these sizes; when the zone is full,
-// expired records are reclaimed first, a bounded number of them. Never
+// When full, a bounded number of expired records is reclaimed first, never
 // a live one: nullptr then.
 Node* Tree::allocate(size_t key_len, size_t value_len, ngx_msec_t now) noexcept
 {

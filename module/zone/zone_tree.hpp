@@ -1,8 +1,6 @@
-// zone/zone_tree.hpp — how a zone lays out its records (zone_store.hpp):
-// one slab allocation per record, in two rbtrees, by store key and by
-// expiry, both rooted in the zone's Shared block; and the primitives every
-// operation of the zone store is made of (Tree).
-// Must not touch: the zone's mutex (the store takes it around them).
+// zone/zone_tree.hpp — a zone's records: one slab allocation each, in two
+// rbtrees (by key, by expiry), and the primitives of every zone operation.
+// Must not touch the zone's mutex (the store takes it around them).
 #pragma once
 
 #include <cstddef>
@@ -13,7 +11,6 @@
 
 namespace idem::zone {
 
-// One record: its store key and value, in one slab allocation.
 struct Node {
     ngx_rbtree_node_t by_key;     // key: CRC32 of the store key, ties broken by the key
     ngx_rbtree_node_t by_expiry;  // key: expiry, ngx_current_msec (one monotonic clock for all workers)
@@ -51,11 +48,9 @@ inline std::string_view value_of(const Node* n)
     return {n->data + n->key_len, n->value_len};
 }
 
-// ngx_rbtree insert function of the by-key tree.
 void insert_by_key(ngx_rbtree_node_t* temp, ngx_rbtree_node_t* node, ngx_rbtree_node_t* sentinel);
 
-// A zone's records: its trees and slab pool, once nginx has mapped it.
-// All but hash_of run under the zone's mutex.
+// Once nginx has mapped the zone. All but hash_of run under its mutex.
 class Tree {
 public:
     static ngx_rbtree_key_t hash_of(std::string_view key) noexcept;
