@@ -24,7 +24,7 @@ LD_OPT ?= -Wl,-z,relro -Wl,-z,now -fPIC
 
 CXX      ?= g++
 CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror
-CORE_SRCS := module/disposition.cpp module/upstream_control.cpp module/claim_token.cpp module/inspect.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/replayable.cpp module/compression.cpp module/pieces.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
+CORE_SRCS := module/json_canonical.cpp module/form_fields.cpp module/fingerprint_parts.cpp module/disposition.cpp module/upstream_control.cpp module/claim_token.cpp module/inspect.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/replayable.cpp module/compression.cpp module/pieces.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
 UNIT_SRCS := $(wildcard t/unit/*.cpp)
 UNIT_BIN  := $(BUILD)/unit_tests
 
@@ -61,7 +61,7 @@ $(MODULE): $(BUILD)/nginx/objs/Makefile $(MODULE_SRCS)
 
 $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard module/*.hpp module/redis/*.hpp module/zone/*.hpp)
 	mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) -Imodule $(UNIT_SRCS) $(CORE_SRCS) -o $@ -lgtest -lgtest_main -lpthread -lhiredis -lzstd -lcrypto
+	$(CXX) $(CXXFLAGS) -Imodule $(UNIT_SRCS) $(CORE_SRCS) -o $@ -lgtest -lgtest_main -lpthread -lhiredis -lzstd -lsimdjson -lcrypto
 
 deps:
 	@scripts/install-deps.sh
@@ -87,7 +87,7 @@ FUZZ_MAX_LEN_fuzz_operator := 4096
 
 $(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.cpp fuzz/fuzz_common.hpp $(CORE_SRCS) $(wildcard module/*.hpp module/redis/*.hpp module/zone/*.hpp)
 	mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CXX) $(FUZZ_FLAGS) -Imodule $< $(CORE_SRCS) -o $@ -lhiredis -lzstd -lcrypto
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -Imodule $< $(CORE_SRCS) -o $@ -lhiredis -lzstd -lsimdjson -lcrypto
 
 fuzz: deps $(FUZZ_BINS)
 	@failed=; \
