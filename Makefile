@@ -179,7 +179,7 @@ STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/0
                         t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t \
                         t/059-admin.t t/060-fence.t t/061-upstream-control.t t/062-replayed-header.t \
                         t/064-compression.t t/065-pieces.t t/066-dictionary.t t/067-pieces-flow.t \
-                        t/070-unreplayable-at-capture.t
+                        t/070-unreplayable-at-capture.t t/072-fingerprint-parts.t
 CLUSTER_TESTS := t/055-live-join.t t/059-admin.t t/060-fence.t t/065-pieces.t t/067-pieces-flow.t
 
 PROVE_STORES ?= redis zone cluster

@@ -12,6 +12,7 @@
 #include "client_gone.hpp"
 #include "conf.hpp"
 #include "join.hpp"
+#include "json_canonical.hpp"
 #include "outcome.hpp"
 #include "wait.hpp"
 #include "store.hpp"
@@ -111,6 +112,7 @@ struct RequestCtx {
     Outcome outcome;
     const Record* stored;
     MarkerWhy unreplayable_why;  // a 410's: what the marker found says (claim.cpp)
+    BodyFault body_fault;        // an unreadable body's 400: why (body_fingerprint.cpp)
 
     // The forwarded response's status, 0 until its header reached the upper
     // filter point; capture.cpp writes it there and again as the client
