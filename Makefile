@@ -76,7 +76,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CXX     ?= clang++
 FUZZ_FLAGS   := -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_TARGETS := fuzz_key fuzz_record fuzz_reply fuzz_cluster fuzz_live fuzz_operator
+FUZZ_TARGETS := fuzz_key fuzz_record fuzz_reply fuzz_cluster fuzz_live fuzz_operator fuzz_canonical
 FUZZ_BINS    := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 FUZZ_MAX_LEN_fuzz_key    := 1024
 FUZZ_MAX_LEN_fuzz_record := 4096
@@ -84,6 +84,7 @@ FUZZ_MAX_LEN_fuzz_reply  := 4096
 FUZZ_MAX_LEN_fuzz_cluster := 4096
 FUZZ_MAX_LEN_fuzz_live    := 4096
 FUZZ_MAX_LEN_fuzz_operator := 4096
+FUZZ_MAX_LEN_fuzz_canonical := 4096
 
 $(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.cpp fuzz/fuzz_common.hpp $(CORE_SRCS) $(wildcard module/*.hpp module/redis/*.hpp module/zone/*.hpp)
 	mkdir -p $(FUZZ_DIR)

@@ -53,6 +53,7 @@ TEST(JsonCanonical, IntegersPastDoublePrecisionKeepTheirDigits)
               "[9007199254740992,9007199254740993,-9007199254740993,18446744073709551615]");
     // past 64 bits an integer is refused (simdjson; I-JSON, RFC 7493 §2.2, advises against them)
     EXPECT_EQ(canonical("[18446744073709551616]"), "fault: not JSON");
+    EXPECT_EQ(canonical("[100000000000000000000]"), "fault: not JSON");  // though 1e20's canonical form
     EXPECT_EQ(canonical("[1e400]"), "fault: not JSON");
 }
 
