@@ -1,5 +1,6 @@
 # bench-lib.sh — the process plumbing of the benchmark scripts (bench.sh,
 # bench-zone-lock.sh, instructions.sh, fingerprint-cost.sh), sourced by them:
+#   bench_options ARG... --quick and --no-docs: $quick (0/1), $docs (1/0)
 #   bench_init NAME      a temp dir ($tmp), the EXIT/INT/TERM traps that stop
 #                        everything started here, by pid
 #   start_bg NAME LOG CMD...   a background process (sets $started_pid)
@@ -27,6 +28,17 @@ T0=$(date +%s.%N)
 elapsed() { perl -e 'printf "%6.1fs", $ARGV[1] - $ARGV[0]' "$T0" "$(date +%s.%N)"; }
 note() { echo "  [$(elapsed)] $*"; }
 die() { echo "$SCRIPT_NAME: $*" >&2; exit 1; }
+
+bench_options() {  # bench_options "$@": the options of a script that writes docs; usage and exit 2 on another
+    quick=0 docs=1
+    for a; do
+        case $a in
+        --quick) quick=1 ;;
+        --no-docs) docs=0 ;;
+        *) echo "usage: $0 [--quick] [--no-docs]" >&2; exit 2 ;;
+        esac
+    done
+}
 
 declare -a PIDS=()    # everything started here, stopped by pid at exit
 declare -A PNAME=() STOPPED=()

@@ -29,21 +29,15 @@ shopt -s inherit_errexit
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
-quick=0 docs=1 keep=0
-for a; do
-    case $a in
-    --quick) quick=1 ;;
-    --no-docs) docs=0 ;;
-    *) echo "usage: $0 [--quick] [--no-docs]" >&2; exit 2 ;;
-    esac
-done
+keep=0
+source "$repo/scripts/bench-lib.sh"
+bench_options "$@"
 if [ "$quick" = 1 ]; then N1=${N1:-50} N2=${N2:-300} CPU_REQUESTS=${CPU_REQUESTS:-5000}; fi
 N1=${N1:-100} N2=${N2:-600} CPU_REQUESTS=${CPU_REQUESTS:-20000} CPU_ROUNDS=${CPU_ROUNDS:-5} CPU_RUNS=${CPU_RUNS:-20000}
 body_file=$repo/scripts/payment-2k.json
 command -v valgrind >/dev/null || { echo "valgrind is needed: apt-get install valgrind" >&2; exit 1; }
 [ -f "$repo/build/ngx_http_idempotency_module.so" ] || { echo "build the module first: make" >&2; exit 1; }
 
-source "$repo/scripts/bench-lib.sh"
 bench_init fingerprint-cost
 
 callgrind_ir() {  # callgrind_ir OUT COMMAND...: the instructions COMMAND ran

@@ -24,18 +24,12 @@ shopt -s inherit_errexit
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
-quick=0 docs=1 keep=0
-for a; do
-    case $a in
-    --quick) quick=1 ;;
-    --no-docs) docs=0 ;;
-    *) echo "usage: $0 [--quick] [--no-docs]" >&2; exit 2 ;;
-    esac
-done
+keep=0
+source "$repo/scripts/bench-lib.sh"
+bench_options "$@"
 if [ "$quick" = 1 ]; then N1=${N1:-100} N2=${N2:-600} B1=${B1:-10} B2=${B2:-60}; fi
 N1=${N1:-200} N2=${N2:-1200} B1=${B1:-20} B2=${B2:-120}
 
-source "$repo/scripts/bench-lib.sh"
 bench_init instructions
 start_fixtures --max-seconds 3600 redis
 free_ports 2
