@@ -8,6 +8,7 @@
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use IdempotencyTest;
+use Idem::Blocks qw(idem_location counted_location location_conf);
 use Test::Nginx::Socket 'no_plan';
 
 test_nginx_defaults();
@@ -18,13 +19,8 @@ __DATA__
 === TEST 1: canonical JSON: the same members in another order, with other whitespace, are replayed; another amount is 422
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json')
 --- request eval
 ["POST /fp/1\n{\"amount\":100,\"currency\":\"EUR\",\"meta\":{\"a\":1,\"b\":[1,2]}}",
  "POST /fp/1\n{ \"meta\" : { \"b\" : [ 1, 2 ], \"a\" : 1 },\n  \"currency\" : \"EUR\",\t\"amount\" : 100 }\n",
@@ -46,13 +42,8 @@ Idempotency-Key: parts-order
 === TEST 2: canonical JSON: numbers compared as values (1.0 and 1, 1e2 and 100, 0.50 and 5E-1), but 1.5 is another amount
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json')
 --- request eval
 ["POST /fp/2\n{\"amount\":1.0,\"fee\":1e2,\"rate\":0.50}",
  "POST /fp/2\n{\"fee\":100,\"rate\":5E-1,\"amount\":1}",
@@ -70,13 +61,8 @@ Idempotency-Key: parts-numbers
 === TEST 3: canonical JSON: escapes compared as the characters they stand for ("\u00e9" and "é", "\/" and "/")
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json')
 --- request eval
 ["POST /fp/3\n{\"name\":\"Ren\\u00e9\",\"url\":\"a\\/b\"}",
  "POST /fp/3\n{\"url\":\"a/b\",\"name\":\"Ren\xc3\xa9\"}",
@@ -94,16 +80,8 @@ Idempotency-Key: parts-unicode
 === TEST 4: a member named twice is 400 (problem+json saying so), never forwarded
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /_count/ {
-    proxy_pass http://backend;
-}
+--- config eval
+main::counted_location('idempotency_fingerprint method uri body=json')
 --- request eval
 ["POST /fp/4\n{\"amount\":100,\"amount\":200}", "GET /_count/fp/4"]
 --- more_headers
@@ -122,12 +100,8 @@ Idempotency-Key: parts-duplicate
 === TEST 5: the 400 is logged at info, with why
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json')
 --- request
 POST /fp/5
 {"amount":100,"amount":200}
@@ -141,13 +115,8 @@ qr/\[info\] .*the request is unreadable for its fingerprint: a JSON member named
 === TEST 6: unreadable=raw: a body with a member named twice stands as its bytes: the same bytes replay, the members reordered are 422
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json unreadable=raw;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json unreadable=raw')
 --- request eval
 ["POST /fp/5b\n{\"a\":1,\"a\":2}", "POST /fp/5b\n{\"a\":1,\"a\":2}", "POST /fp/5b\n{\"a\":2,\"a\":1}"]
 --- more_headers
@@ -163,13 +132,8 @@ Idempotency-Key: parts-raw-fallback
 === TEST 7: nesting deeper than max_depth is 400 (the body is depth 1, {"c":1}'s 1 depth 2); within it the body is read
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json max_depth=4;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json max_depth=4')
 --- request eval
 ["POST /fp/6\n{\"a\":{\"b\":{\"c\":{\"d\":1}}}}", "POST /fp/6\n{\"a\":{\"b\":{\"c\":1}}}", "POST /fp/6\n{ \"a\": {\"b\": {\"c\": 1}} }"]
 --- more_headers
@@ -187,13 +151,8 @@ Idempotency-Key: parts-deep
 === TEST 8: a body that is not JSON is 400; a body over max_size is 400
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json max_size=32;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json max_size=32')
 --- request eval
 ["POST /fp/7\namount=100",
  "POST /fp/7\n{\"amount\":100,\"note\":\"longer than thirty-two bytes\"}",
@@ -215,13 +174,8 @@ Idempotency-Key: parts-not-json
 === TEST 9: except=/sent_at: a retry that differs only in the excluded members is replayed; one with another amount is 422
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json except=/sent_at except=/meta/trace;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json except=/sent_at except=/meta/trace')
 --- request eval
 ["POST /fp/8\n{\"amount\":100,\"sent_at\":\"12:00:00\",\"meta\":{\"trace\":\"t-1\",\"order\":7}}",
  "POST /fp/8\n{\"sent_at\":\"12:00:05\",\"amount\":100,\"meta\":{\"order\":7,\"trace\":\"t-2\"}}",
@@ -241,13 +195,8 @@ Idempotency-Key: parts-except
 === TEST 10: method, path and two members: other members and the query may differ (replayed); another currency or method is 422
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method path json=/amount json=/currency;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method path json=/amount json=/currency')
 --- request eval
 ["POST /fp/9?attempt=1\n{\"amount\":100,\"currency\":\"EUR\",\"attempt\":1,\"note\":\"first\"}",
  "POST /fp/9?attempt=2\n{\"attempt\":2,\"currency\":\"EUR\",\"amount\":100.0}",
@@ -267,13 +216,8 @@ Idempotency-Key: parts-members
 === TEST 11: form fields as a set: another order and other escapes are replayed, another value is 422, a malformed escape 400
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=form;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=form')
 --- request eval
 ["POST /fp/10\namount=100&currency=EUR&note=a+b",
  "POST /fp/10\nnote=a%20b&currency=%45UR&amount=100",
@@ -295,18 +239,10 @@ Idempotency-Key: parts-form
 === TEST 12: query arguments as a set: another order is replayed, another value 422; without the directive another order is 422
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location /set/ {
-    idempotency on;
-    idempotency_fingerprint method path args=set body;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
-location /raw/ {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+my @guarded = ('idempotency on', 'add_header X-Idempotency-Status $idempotency_status always', 'proxy_pass http://backend');
+main::location_conf('/set/', 'idempotency_fingerprint method path args=set body', @guarded)
+. main::location_conf('/raw/', @guarded)
 --- request eval
 ["POST /set/11?currency=EUR&amount=100\nx", "POST /set/11?amount=100&currency=EUR\nx", "POST /set/11?amount=100&currency=USD\nx",
  "POST /raw/11?currency=EUR&amount=100\nx", "POST /raw/11?amount=100&currency=EUR\nx"]
@@ -325,13 +261,8 @@ location /raw/ {
 === TEST 13: a variable as a part: the same tenant header replays, another is 422
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body $http_x_tenant;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body $http_x_tenant')
 --- request eval
 ["POST /fp/12\nx", "POST /fp/12\nx", "POST /fp/12\nx"]
 --- more_headers eval
@@ -348,14 +279,8 @@ location / {
 === TEST 14: a JSON body in a temporary file is gathered and read: its members reordered are replayed
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-client_body_buffer_size 1k;
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+"client_body_buffer_size 1k;\n" . main::idem_location('idempotency_fingerprint method uri body=json')
 --- request eval
 my $items = join ',', map { "{\"sku\":\"sku-$_\",\"quantity\":$_}" } 1 .. 400;
 ["POST /fp/13\n{\"items\":[$items],\"amount\":100}", "POST /fp/13\n{ \"amount\" : 1e2, \"items\" : [$items] }",
@@ -375,12 +300,8 @@ a client request body is buffered to a temporary file
 === TEST 15: the default's parts written out are the default: a record stored without the directive ...
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location()
 --- request
 POST /fp/14
 {"amount":100}
@@ -395,13 +316,8 @@ X-Idempotency-Status: new
 === TEST 16: ... is replayed by a gateway with "idempotency_fingerprint method uri body" (the same digest)
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body')
 --- request
 POST /fp/14
 {"amount":100}
@@ -417,13 +333,8 @@ X-Upstream-Execution: 1
 === TEST 17: ... and is 422 under the canonical form (another framing: never mistaken for the default)
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json;
-    add_header X-Idempotency-Status $idempotency_status always;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json')
 --- request
 POST /fp/14
 {"amount":100}
@@ -438,12 +349,8 @@ X-Idempotency-Status: mismatch
 === TEST 18: nginx -t: an unknown part
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=xml;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=xml')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_fingerprint": unknown part "body=xml"/
@@ -452,12 +359,8 @@ qr/\[emerg\] .*"idempotency_fingerprint": unknown part "body=xml"/
 === TEST 19: nginx -t: a JSON Pointer that is not one
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method path json=amount;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method path json=amount')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_fingerprint": a JSON Pointer \(RFC 6901\).*"json=amount"/
@@ -466,12 +369,8 @@ qr/\[emerg\] .*"idempotency_fingerprint": a JSON Pointer \(RFC 6901\).*"json=amo
 === TEST 20: nginx -t: except= without body=json
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body except=/sent_at;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body except=/sent_at')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_fingerprint": "except=" leaves members out of "body=json"/
@@ -480,12 +379,8 @@ qr/\[emerg\] .*"idempotency_fingerprint": "except=" leaves members out of "body=
 === TEST 21: nginx -t: json= beside another body part
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method body=json json=/amount;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method body=json json=/amount')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_fingerprint": "json=" makes the chosen members the body's part/
@@ -494,12 +389,8 @@ qr/\[emerg\] .*"idempotency_fingerprint": "json=" makes the chosen members the b
 === TEST 22: nginx -t: unreadable= other than 400 or raw
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json unreadable=ignore;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json unreadable=ignore')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_fingerprint": "unreadable=" must be 400 or raw, not "unreadable=ignore"/
@@ -508,12 +399,8 @@ qr/\[emerg\] .*"idempotency_fingerprint": "unreadable=" must be 400 or raw, not 
 === TEST 23: nginx -t: max_depth= out of its bounds
 --- http_config
 idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
---- config
-location / {
-    idempotency on;
-    idempotency_fingerprint method uri body=json max_depth=0;
-    proxy_pass http://backend;
-}
+--- config eval
+main::idem_location('idempotency_fingerprint method uri body=json max_depth=0')
 --- must_die
 --- error_log eval
 qr/\[emerg\] .*"idempotency_fingerprint": "max_depth=" must be a number from 1 to 256, not "max_depth=0"/
