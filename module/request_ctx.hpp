@@ -38,7 +38,8 @@ struct PieceReplay;
 //   checking_key  created: the key is looked for and checked (access.cpp);
 //                 -> reading_body, or -> decided (missing, invalid).
 //   reading_body  the key is good: the body is read and fingerprinted;
-//                 -> claiming, -> decided (the store cannot be reached),
+//                 -> claiming, -> decided (the store cannot be reached, or
+//                 the body is not what idempotency_fingerprint reads),
 //                 or the request ends with 500.
 //   claiming      the claim is at the store, its answer awaited (claim.cpp);
 //                 -> granted, -> waiting (the original is in flight), or
