@@ -24,7 +24,7 @@ LD_OPT ?= -Wl,-z,relro -Wl,-z,now -fPIC
 
 CXX      ?= g++
 CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror
-CORE_SRCS := module/disposition.cpp module/upstream_control.cpp module/claim_token.cpp module/inspect.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/replayable.cpp module/compression.cpp module/pieces.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
+CORE_SRCS := module/json_canonical.cpp module/form_fields.cpp module/fingerprint_parts.cpp module/disposition.cpp module/upstream_control.cpp module/claim_token.cpp module/inspect.cpp module/key.cpp module/fingerprint.cpp module/record.cpp module/replayable.cpp module/compression.cpp module/pieces.cpp module/live_log.cpp module/sse.cpp module/outcome.cpp module/decide.cpp module/seal.cpp module/redis/resp.cpp module/redis/reply_reader.cpp module/redis/retry.cpp module/redis/info.cpp module/redis/cluster.cpp module/redis/tls_reason.cpp module/zone/zone_rules.cpp
 UNIT_SRCS := $(wildcard t/unit/*.cpp)
 UNIT_BIN  := $(BUILD)/unit_tests
 
@@ -61,7 +61,7 @@ $(MODULE): $(BUILD)/nginx/objs/Makefile $(MODULE_SRCS)
 
 $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard module/*.hpp module/redis/*.hpp module/zone/*.hpp)
 	mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) -Imodule $(UNIT_SRCS) $(CORE_SRCS) -o $@ -lgtest -lgtest_main -lpthread -lhiredis -lzstd -lcrypto
+	$(CXX) $(CXXFLAGS) -Imodule $(UNIT_SRCS) $(CORE_SRCS) -o $@ -lgtest -lgtest_main -lpthread -lhiredis -lzstd -lsimdjson -lcrypto
 
 deps:
 	@scripts/install-deps.sh
@@ -76,7 +76,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CXX     ?= clang++
 FUZZ_FLAGS   := -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_TARGETS := fuzz_key fuzz_record fuzz_reply fuzz_cluster fuzz_live fuzz_operator
+FUZZ_TARGETS := fuzz_key fuzz_record fuzz_reply fuzz_cluster fuzz_live fuzz_operator fuzz_canonical
 FUZZ_BINS    := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 FUZZ_MAX_LEN_fuzz_key    := 1024
 FUZZ_MAX_LEN_fuzz_record := 4096
@@ -84,10 +84,11 @@ FUZZ_MAX_LEN_fuzz_reply  := 4096
 FUZZ_MAX_LEN_fuzz_cluster := 4096
 FUZZ_MAX_LEN_fuzz_live    := 4096
 FUZZ_MAX_LEN_fuzz_operator := 4096
+FUZZ_MAX_LEN_fuzz_canonical := 4096
 
 $(FUZZ_BINS): $(FUZZ_DIR)/%: fuzz/%.cpp fuzz/fuzz_common.hpp $(CORE_SRCS) $(wildcard module/*.hpp module/redis/*.hpp module/zone/*.hpp)
 	mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CXX) $(FUZZ_FLAGS) -Imodule $< $(CORE_SRCS) -o $@ -lhiredis -lzstd -lcrypto
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -Imodule $< $(CORE_SRCS) -o $@ -lhiredis -lzstd -lsimdjson -lcrypto
 
 fuzz: deps $(FUZZ_BINS)
 	@failed=; \
@@ -179,7 +180,7 @@ STORE_AGNOSTIC_TESTS := t/001-replay.t t/003-fingerprint.t t/004-in-flight.t t/0
                         t/042-release-statuses.t t/055-live-join.t t/057-event-stream-resume.t \
                         t/059-admin.t t/060-fence.t t/061-upstream-control.t t/062-replayed-header.t \
                         t/064-compression.t t/065-pieces.t t/066-dictionary.t t/067-pieces-flow.t \
-                        t/070-unreplayable-at-capture.t
+                        t/070-unreplayable-at-capture.t t/073-fingerprint-parts.t
 CLUSTER_TESTS := t/055-live-join.t t/059-admin.t t/060-fence.t t/065-pieces.t t/067-pieces-flow.t
 
 PROVE_STORES ?= redis zone cluster

@@ -93,14 +93,32 @@ ngx_int_t respond(ngx_http_request_t* r, RequestCtx* ctx)
         answer_problem(r, said);
         return NGX_DONE;
     }
+    if (ctx->outcome == Outcome::unreadable) {
+        OutcomeInfo said = outcome;  // what is wrong with the body
+        said.problem.detail = body_fault_detail(ctx->body_fault);
+        answer_problem(r, said);
+        return NGX_DONE;
+    }
     answer_problem(r, outcome);
     return NGX_DONE;
 }
 
-// The request is fingerprinted: claim the key.
-void fingerprinted(ngx_http_request_t* r, bool ok)
+// The request is fingerprinted: claim the key; or its body is not what the
+// fingerprint reads: 400.
+void fingerprinted(ngx_http_request_t* r, bool ok, BodyFault refused)
 {
     RequestCtx* ctx = find_ctx(r);
+    if (ok && refused != BodyFault::none) {
+        std::string_view why = body_fault_name(refused);
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "idempotency: \"%V\": the request is unreadable for its fingerprint: %*s", &ctx->claim.key,
+                      why.size(), why.data());
+        ctx->body_fault = refused;
+        set_outcome(ctx, Outcome::unreadable);
+        r->write_event_handler = ngx_http_core_run_phases;  // the phases again, to answer
+        ngx_http_core_run_phases(r);
+        return;
+    }
     if (!ok || !make_claim_record(ctx)) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "idempotency: cannot fingerprint the request");
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -112,7 +130,8 @@ void fingerprinted(ngx_http_request_t* r, bool ok)
 // The whole body is here (memory, temporary file, de-chunked).
 void body_ready(ngx_http_request_t* r)
 {
-    fingerprint_request(r, find_ctx(r)->fingerprint, fingerprinted);
+    RequestCtx* ctx = find_ctx(r);
+    fingerprint_request(r, ctx->conf->fingerprint, ctx->fingerprint, fingerprinted);
 }
 
 // ------------------------------------------------------------ the key

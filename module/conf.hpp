@@ -11,6 +11,7 @@ extern "C" ngx_module_t ngx_http_idempotency_module;
 namespace idem {
 
 class ReleaseStatuses;  // disposition.hpp
+struct FingerprintConf;  // fingerprint_conf.hpp
 
 // What every connection to a Redis data node sends first (AUTH, SELECT).
 struct RedisAuth {
@@ -75,6 +76,7 @@ struct LocConf {
     ngx_str_t header;                     // request header carrying the key
     ngx_str_t header_lowcase;             // its name in lower case, as nginx keeps request header names
     ngx_http_complex_value_t* key;        // idempotency_key: the key from variables instead
+    const FingerprintConf* fingerprint;   // idempotency_fingerprint; nullptr: the default (method, raw URI, body)
     ngx_flag_t required;
     ngx_msec_t ttl;
     ngx_msec_t lock_ttl;

@@ -83,11 +83,16 @@ Digest sha256(std::string_view data) noexcept
     return digest;
 }
 
-Fingerprinter::Fingerprinter(std::string_view method, std::string_view uri) noexcept
+void frame_default(Sha256& sha, std::string_view method, std::string_view uri) noexcept
 {
     // Neither a method nor a raw request URI can contain '\n', so the
     // separators make the framing unambiguous.
-    sha_.update({method, "\n", uri, "\n"});
+    sha.update({method, "\n", uri, "\n"});
+}
+
+Fingerprinter::Fingerprinter(std::string_view method, std::string_view uri) noexcept
+{
+    frame_default(sha_, method, uri);
 }
 
 namespace {

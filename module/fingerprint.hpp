@@ -39,6 +39,10 @@ private:
 
 Digest sha256(std::string_view data) noexcept;
 
+// The default fingerprint's start: the method and the raw URI, framed
+// unambiguously; the body bytes follow as they come.
+void frame_default(Sha256& sha, std::string_view method, std::string_view uri) noexcept;
+
 // The request fingerprint: method and URI framed unambiguously, then the
 // body bytes in as many chunks as the caller has.
 class Fingerprinter {

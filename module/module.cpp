@@ -14,6 +14,7 @@
 #include "disposition.hpp"
 #include "feed.hpp"
 #include "fence.hpp"
+#include "fingerprint_conf.hpp"
 #include "live_board.hpp"
 #include "key_space.hpp"
 #include "metrics.hpp"
@@ -60,6 +61,7 @@ ngx_command_t commands[] = {
     directive(ngx_string("idempotency_methods"), NGX_CONF_1MORE, set_methods),
     directive(ngx_string("idempotency_header"), NGX_CONF_TAKE1, set_header),
     directive(ngx_string("idempotency_key"), NGX_CONF_TAKE1, ngx_http_set_complex_value_slot, offsetof(LocConf, key)),
+    directive(ngx_string("idempotency_fingerprint"), NGX_CONF_1MORE, set_fingerprint),
     directive(ngx_string("idempotency_required"), NGX_CONF_FLAG, ngx_conf_set_flag_slot, offsetof(LocConf, required)),
     directive(ngx_string("idempotency_ttl"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, ttl)),
     directive(ngx_string("idempotency_lock_ttl"), NGX_CONF_TAKE1, ngx_conf_set_msec_slot, offsetof(LocConf, lock_ttl)),
@@ -177,6 +179,7 @@ void* create_loc_conf(ngx_conf_t* cf)
     conf->wait = NGX_CONF_UNSET_MSEC;
     conf->scope = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
     conf->key = static_cast<ngx_http_complex_value_t*>(NGX_CONF_UNSET_PTR);
+    conf->fingerprint = static_cast<const FingerprintConf*>(NGX_CONF_UNSET_PTR);
     conf->seal_keys = static_cast<ngx_array_t*>(NGX_CONF_UNSET_PTR);
     conf->max_response_size = NGX_CONF_UNSET_SIZE;
     conf->piece_size = NGX_CONF_UNSET_SIZE;
@@ -215,6 +218,7 @@ char* merge_loc_conf(ngx_conf_t* cf, void* parent, void* child)
     }
     ngx_strlow(conf->header_lowcase.data, conf->header.data, conf->header.len);
     ngx_conf_merge_ptr_value(conf->key, prev->key, nullptr);
+    ngx_conf_merge_ptr_value(conf->fingerprint, prev->fingerprint, nullptr);
     ngx_conf_merge_value(conf->required, prev->required, 0);
     ngx_conf_merge_msec_value(conf->ttl, prev->ttl, 24 * 60 * 60 * 1000);
     ngx_conf_merge_msec_value(conf->lock_ttl, prev->lock_ttl, 30 * 1000);

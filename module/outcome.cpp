@@ -34,6 +34,9 @@ constexpr OutcomeInfo outcomes[outcome_count] = {
       "The stored response for this idempotency key failed its integrity check and is not replayed. The request is "
       "not executed again."}},
     {"joined", Outcome::joined, 0, 0, {}},
+    {"invalid", Outcome::invalid, 400, 0,
+     {"body-unreadable", "Request body cannot be fingerprinted",
+      "This endpoint tells retries apart by the content of the request body, and this body cannot be read so."}},
 };
 
 // Each row that is a series of its own sits at its outcome's index; a row

@@ -21,8 +21,9 @@ enum class Outcome : std::uint8_t {
     unreplayable,  // 410: executed, and its response cannot be replayed
     unverifiable,  // 410: the stored record does not open (encryption at rest)
     joined,        // joined the original's response as it streams (idempotency_wait)
+    unreadable,    // 400 ("invalid"): the body is not what idempotency_fingerprint reads it as
 };
-constexpr unsigned outcome_count = static_cast<unsigned>(Outcome::joined) + 1;
+constexpr unsigned outcome_count = static_cast<unsigned>(Outcome::unreadable) + 1;
 
 // An RFC 9457 problem document, type under urn:nginx-idempotency:problem:.
 struct Problem {

@@ -10,6 +10,7 @@
 #include "conf.hpp"
 #include "feed.hpp"
 #include "join.hpp"
+#include "json_canonical.hpp"
 #include "outcome.hpp"
 #include "wait.hpp"
 #include "store.hpp"
@@ -59,6 +60,7 @@ struct RequestCtx {
     Outcome outcome;
     const Record* stored;
     MarkerWhy unreplayable_why;  // a 410's: what the marker found says (claim.cpp)
+    BodyFault body_fault;        // an unreadable body's 400: why (body_fingerprint.cpp)
 
     // 0 until the forwarded header reached the upper filter point; capture.cpp
     // writes it there and again at the lower point.

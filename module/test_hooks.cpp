@@ -15,6 +15,7 @@
 #include <cstring>
 #include <new>
 
+#include "admin_key.hpp"
 #include "conf.hpp"
 #include "send.hpp"
 #include "store_call.hpp"
@@ -138,24 +139,6 @@ void on_body(ngx_http_request_t* r)
     if (!ctx->call.await(ctx->store, op, ctx->conf->redis_timeout)) {
         ngx_http_finalize_request(r, send_bytes(r, NGX_HTTP_SERVICE_UNAVAILABLE, "the store cannot be reached\n"));
     }
-}
-
-// Unescaped; false when absent.
-bool query_arg(ngx_http_request_t* r, const char* name, ngx_str_t& out)
-{
-    ngx_str_t raw;
-    if (ngx_http_arg(r, reinterpret_cast<u_char*>(const_cast<char*>(name)), ngx_strlen(name), &raw) != NGX_OK) {
-        return false;
-    }
-    out.data = static_cast<u_char*>(ngx_pnalloc(r->pool, raw.len + 1));
-    if (out.data == nullptr) {
-        return false;
-    }
-    u_char* dst = out.data;
-    u_char* src = raw.data;
-    ngx_unescape_uri(&dst, &src, raw.len, 0);
-    out.len = static_cast<size_t>(dst - out.data);
-    return true;
 }
 
 ngx_int_t raw_handler(ngx_http_request_t* r)

@@ -1,5 +1,6 @@
 # bench-lib.sh — the process plumbing of the benchmark scripts (bench.sh,
-# bench-zone-lock.sh, instructions.sh), sourced by them:
+# bench-zone-lock.sh, instructions.sh, fingerprint-cost.sh), sourced by them:
+#   bench_options ARG... --quick and --no-docs: $quick (0/1), $docs (1/0)
 #   bench_init NAME      a temp dir ($tmp), the EXIT/INT/TERM traps that stop
 #                        everything started here, by pid
 #   start_bg NAME LOG CMD...   a background process (sets $started_pid)
@@ -13,6 +14,9 @@
 #                        shell variables (REDIS_PORT, REDIS_PID, ...; with
 #                        --as P, P_REDIS_PORT, ...)
 #   start_nginx NAME DIR nginx -t, then nginx -p DIR in the foreground
+#   callgrind_requests DIR PORT CMD...   nginx -p DIR under callgrind, CMD
+#                        once it listens on PORT, then stopped: $ir, the
+#                        instructions it ran ($tmp/cg.out, its profile)
 #   doc_block NAME FILE  FILE, with a line saying when and where it was
 #                        measured, into docs/performance.md between the
 #                        bench:begin/end NAME markers (scripts/bench-docs.pl)
@@ -24,6 +28,17 @@ T0=$(date +%s.%N)
 elapsed() { perl -e 'printf "%6.1fs", $ARGV[1] - $ARGV[0]' "$T0" "$(date +%s.%N)"; }
 note() { echo "  [$(elapsed)] $*"; }
 die() { echo "$SCRIPT_NAME: $*" >&2; exit 1; }
+
+bench_options() {  # bench_options "$@": the options of a script that writes docs; usage and exit 2 on another
+    quick=0 docs=1
+    for a; do
+        case $a in
+        --quick) quick=1 ;;
+        --no-docs) docs=0 ;;
+        *) echo "usage: $0 [--quick] [--no-docs]" >&2; exit 2 ;;
+        esac
+    done
+}
 
 declare -a PIDS=()    # everything started here, stopped by pid at exit
 declare -A PNAME=() STOPPED=()
@@ -126,6 +141,25 @@ start_nginx() {  # start_nginx NAME DIR [PREFIX...]: sets $started_pid (the mast
     "$NGINX_BIN" -t -q -p "$d/" -c "$d/nginx.conf" -g 'daemon off;' 2>"$d/check.log" \
         || { cat "$d/check.log" >&2; die "nginx -t refused $d/nginx.conf"; }
     start_bg "nginx $name" "$d/stderr.log" "$@" "$NGINX_BIN" -p "$d/" -c "$d/nginx.conf" -g 'daemon off;'
+}
+
+callgrind_requests() {  # callgrind_requests DIR PORT COMMAND...: sets $ir (no subshell: it starts processes)
+    local dir=$1 port=$2 vg
+    shift 2
+    start_bg "valgrind nginx" "$tmp/cg.log" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
+        "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
+    vg=$started_pid
+    wait_for "nginx under callgrind" "$vg" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
+    "$@"
+    # callgrind writes its profile on the way out; under it a QUIT can go
+    # unseen (the worker sits on in epoll_wait), so it is sent again
+    for _ in $(seq 24); do
+        kill -QUIT "$vg" 2>/dev/null || break
+        for _ in $(seq 50); do alive "$vg" || break 2; sleep 0.1; done
+    done
+    stop_pid "$vg" QUIT 5
+    ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$tmp/cg.out")
+    [[ "$ir" =~ ^[0-9]+$ ]] || die "no instruction count in $tmp/cg.out"
 }
 
 # doc_block NAME FILE [HOW]: FILE into docs/performance.md (or $BENCH_DOC)

@@ -52,7 +52,7 @@ abi_prefix=nginx-abi-1.26.
 root_mirrors
 suffix=${DEB_SUFFIX:-+deb13}
 pkg=libnginx-mod-http-idempotency
-build_deps=(build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libzstd-dev libssl-dev)
+build_deps=(build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libzstd-dev libsimdjson-dev libssl-dev)
 check_deps=(redis-server curl)  # the check that the installed module answers requests
 
 out=${1:-build/deb-trixie}

@@ -14,7 +14,7 @@ out=${1:-build/deb}
 
 # debian/control's Build-Depends (dh-sequence-nginx is provided by nginx-dev),
 # plus build-essential, which dpkg-checkbuilddeps requires implicitly.
-scripts/install-deps.sh build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libzstd-dev libssl-dev
+scripts/install-deps.sh build-essential dpkg-dev debhelper nginx-dev libhiredis-dev libzstd-dev libsimdjson-dev libssl-dev
 
 rm -rf "$out"
 mkdir -p "$out/src"

@@ -10,7 +10,7 @@
 # build dependencies.
 set -euo pipefail
 
-packages=(g++ make perl nginx nginx-dev libhiredis-dev libzstd-dev zstd libssl-dev openssl redis-server libgtest-dev curl wrk
+packages=(g++ make perl nginx nginx-dev libhiredis-dev libzstd-dev libsimdjson-dev zstd libssl-dev openssl redis-server libgtest-dev curl wrk
           clang libclang-rt-dev
           build-essential dpkg-dev debhelper
           debian-archive-keyring libpcre2-dev zlib1g-dev

@@ -24,18 +24,12 @@ shopt -s inherit_errexit
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
-quick=0 docs=1 keep=0
-for a; do
-    case $a in
-    --quick) quick=1 ;;
-    --no-docs) docs=0 ;;
-    *) echo "usage: $0 [--quick] [--no-docs]" >&2; exit 2 ;;
-    esac
-done
+keep=0
+source "$repo/scripts/bench-lib.sh"
+bench_options "$@"
 if [ "$quick" = 1 ]; then N1=${N1:-100} N2=${N2:-600} B1=${B1:-10} B2=${B2:-60}; fi
 N1=${N1:-200} N2=${N2:-1200} B1=${B1:-20} B2=${B2:-120}
 
-source "$repo/scripts/bench-lib.sh"
 bench_init instructions
 start_fixtures --max-seconds 3600 redis
 free_ports 2
@@ -95,23 +89,10 @@ drive() {  # drive CELL N
 gateway_up() { bash -c "exec 3<>/dev/tcp/127.0.0.1/$gw_port"; }
 
 count() {  # count CELL N: sets $ir, the instructions of the gateway process (no subshell: it starts processes)
-    local vg
     gateway_conf "$1"
-    start_bg "valgrind nginx" "$tmp/cg.log" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
-        "$NGINX_BIN" -p "$tmp/gw" -c "$tmp/gw/nginx.conf" -g 'daemon off;'
-    vg=$started_pid
-    wait_for "nginx under callgrind" "$vg" gateway_up
-    drive "$1" "$2"
-    # callgrind writes its profile on the way out; under it a QUIT can go
-    # unseen (the worker sits on in epoll_wait), so it is sent again
-    for _ in $(seq 24); do
-        kill -QUIT "$vg" 2>/dev/null || break
-        for _ in $(seq 50); do alive "$vg" || break 2; sleep 0.1; done
-    done
-    stop_pid "$vg" QUIT 5
+    callgrind_requests "$tmp/gw" "$gw_port" drive "$1" "$2"
     [ -n "${PROFILE_DIR:-}" ] && cp "$tmp/cg.out" "$PROFILE_DIR/callgrind.$1.$2${PATH_URI:+.big}.out"
-    ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$tmp/cg.out")
-    [[ "$ir" =~ ^[0-9]+$ ]] || die "no instruction count in $tmp/cg.out"
+    return 0
 }
 
 store_replay() {  # the replay cell's response, stored once outside the measurement

@@ -105,9 +105,9 @@ my ($rc_q, $provides) = capture('dpkg-query', '-W', '-f', '${Provides}', 'nginx'
 like($provides, qr/(?:^|,\s*)\Q$abi\E(?:\s|,|$)/, "the installed nginx provides $abi")
     if $abi;
 # ${shlibs:Depends}: the packages of the libraries the module is linked
-# with, as this release names them (Debian 12: libhiredis0.14 and libssl3;
-# Debian 13: libhiredis1.1.0 and libssl3t64).
-for my $lib (qw(libhiredis libcrypto)) {
+# with, as this release names them (Debian 12: libhiredis0.14, libsimdjson14
+# and libssl3; Debian 13: libhiredis1.1.0 and libssl3t64).
+for my $lib (qw(libhiredis libsimdjson libcrypto)) {
     my ($so) = grep { -e } glob "/usr/lib/*-linux-gnu/$lib.so";
     my $owner = $so ? (capture('dpkg-query', '-S', abs_path($so)))[1] : '';
     my ($runtime) = $owner =~ /^([^:,\s]+)/;

@@ -314,6 +314,7 @@ TEST(Outcomes, TheModulesOwnAnswers)
         {Outcome::unreplayable, "unreplayable", 410, 0, "response-not-replayable"},
         {Outcome::unverifiable, "unreplayable", 410, 0, "response-unverifiable"},
         {Outcome::joined, "joined", 0, 0, ""},
+        {Outcome::unreadable, "invalid", 400, 0, "body-unreadable"},
     };
     ASSERT_EQ(sizeof(rows) / sizeof(rows[0]), idem::outcome_count);
     for (const Row& row : rows) {
@@ -325,6 +326,7 @@ TEST(Outcomes, TheModulesOwnAnswers)
         EXPECT_EQ(info.problem.title.empty(), row.status == 0);
     }
     EXPECT_EQ(idem::outcome_info(Outcome::unverifiable).counted_as, Outcome::unreplayable);
+    EXPECT_EQ(idem::outcome_info(Outcome::unreadable).counted_as, Outcome::invalid);
     EXPECT_EQ(idem::outcome_info(Outcome::conflict).counted_as, Outcome::conflict);
 }
 
