@@ -67,7 +67,13 @@ void free_feed(Feed* f)
 void tell_now(Feed* f, bool head_came)
 {
     f->busy++;
-    if (head_came) {
+    if (head_came && cut_short(f)) {
+        while (!ngx_queue_empty(&f->watchers)) {  // left to their wait for the record
+            auto* ctx = ngx_queue_data(ngx_queue_head(&f->watchers), RequestCtx, follower.link);
+            ngx_queue_remove(&ctx->follower.link);
+            ctx->follower.feed = nullptr;
+        }
+    } else if (head_came) {
         while (!ngx_queue_empty(&f->watchers)) {
             auto* ctx = ngx_queue_data(ngx_queue_head(&f->watchers), RequestCtx, follower.link);
             ngx_queue_remove(&ctx->follower.link);
@@ -120,6 +126,11 @@ void enter(Feed* f, StoreCopy next)
 bool has_ended(const Feed* f)
 {
     return f->state == FeedState::ended || f->state == FeedState::ended_early;
+}
+
+bool cut_short(const Feed* f)
+{
+    return has_ended(f) && f->how != LiveEnd::complete;
 }
 
 void end_log(Feed* f, LiveEnd how)

@@ -145,6 +145,10 @@ bool feed_follow(RequestCtx* ctx, std::string_view claim, FeedTell tell) noexcep
         return false;
     }
     Feed* f = find_feed(live);
+    if (f != nullptr && cut_short(f)) {
+        feed_leave(ctx);
+        return false;  // no join: the request waits for the record
+    }
     if (ctx->follower.feed != nullptr && ctx->follower.feed != f) {
         feed_leave(ctx);  // the original it followed was released; another took its place
     }

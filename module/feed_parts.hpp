@@ -73,6 +73,10 @@ struct Feed {
 void enter(Feed* f, FeedState next);
 void enter(Feed* f, StoreCopy next);
 bool has_ended(const Feed* f);
+// Ended otherwise than whole (cut at a piece or the limit, or aborted): a
+// follower that joined now would be cut at once, so none joins; they wait
+// for the original's record instead (the replay, or its 410).
+bool cut_short(const Feed* f);
 // The log ends (how): ended after followers could join, else ended_early.
 void end_log(Feed* f, LiveEnd how);
 

@@ -641,3 +641,83 @@ GET /_count/live/17
 --- response_body: 0
 --- error_log eval
 qr/\[warn\] .*the live log "idem:[0-9a-f]{64}[0-9a-f]+" is longer than a live log holds \(idempotency_max_response_size, or one piece\): its followers are cut off/
+
+
+=== TEST 18: a duplicate that comes once the live log was cut at the first piece does not join it: it waits for the record and gets the whole response
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::counted_location('idempotency_wait 10s', 'proxy_buffering off', 'idempotency_max_response_size 1m',
+                       'idempotency_piece_size 64k')
+--- init
+# four chunks of 50,000 bytes; a piece holds 65,408: once the original's
+# client has 100,000 bytes, the first piece is out and the log is cut there
+my $uri = '/live/18?size=200000&chunked=1&trickle=1&gate=live18';
+my $original = Idem::Live::post(main::port(), $uri, 'live-18');
+Idem::Live::open_gate('live18', 2);
+$original->body_length(100000);
+my $late = Idem::Live::post(main::port(), $uri, 'live-18');
+Idem::Live::open_gate('live18', 4);
+my ($first, $second) = ($original->finish, $late->finish);
+Test::More::ok($first->{complete} && length $first->{body} == 200000, 'live-18: the original ends whole');
+Test::More::is("$second->{status} " . ($second->{headers}{'x-idempotency-status'} // '-'), '201 waited',
+               'live-18: the late duplicate waited for the record');
+Test::More::ok($second->{complete} && $second->{body} eq $first->{body}, 'live-18: ... and got the whole response');
+--- request
+GET /_count/live/18
+--- response_body: 1
+
+
+=== TEST 19: ... the same on another gateway, which follows the cut log from the store
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::counted_location('idempotency_wait 10s', 'proxy_buffering off', 'idempotency_max_response_size 1m',
+                       'idempotency_piece_size 64k')
+--- init
+my $other = main::other_gateway('idempotency_max_response_size 1m', 'idempotency_piece_size 64k');
+my $uri = '/live/19?size=200000&chunked=1&trickle=1&gate=live19';
+my $original = Idem::Live::post(main::port(), $uri, 'live-19');
+Idem::Live::open_gate('live19', 2);
+$original->body_length(100000);
+my $late = Idem::Live::post($other->{port}, $uri, 'live-19');
+Idem::Live::open_gate('live19', 4);
+my ($first, $second) = ($original->finish, $late->finish);
+Test::More::ok($first->{complete} && length $first->{body} == 200000, 'live-19: the original ends whole');
+Test::More::is("$second->{status} " . ($second->{headers}{'x-idempotency-status'} // '-'), '201 waited',
+               'live-19: the duplicate on the other gateway waited for the record');
+Test::More::ok($second->{complete} && $second->{body} eq $first->{body}, 'live-19: ... and got the whole response');
+--- request
+GET /_count/live/19
+--- response_body: 1
+
+
+=== TEST 20: immediate retries of responses kept in pieces, sent the moment each original's client has the whole response: every one gets the whole response
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::counted_location('idempotency_wait 10s', 'proxy_buffering off', 'idempotency_max_response_size 1m',
+                       'idempotency_piece_size 64k')
+--- init
+# 60 keys, 12 at a time; each retry is posted as soon as its original ends.
+# The code before TESTs 18-19's change cut 2 of 4,000 such retries at
+# 96 at a time; at 12 here it cut none in a run: TESTs 18 and 19 make the
+# window certain, this block checks the whole bodies under load.
+my ($keys, $at_once, @cut) = (60, 12);
+my $next = 0;
+my $start = sub { my $i = $next++; [$i, Idem::Live::post(main::port(), "/live/20/$i?size=300000", "live-20-$i")] };
+my @running = map { $start->() } 1 .. $at_once;
+while (@running) {
+    my ($i, $original) = @{ shift @running };
+    my $first = $original->finish;
+    die "live-20-$i: the original did not end whole\n" unless $first->{complete} && length $first->{body} == 300000;
+    my $retry = Idem::Live::post(main::port(), "/live/20/$i?size=300000", "live-20-$i")->finish;
+    push @cut, "$i: $retry->{status} " . length($retry->{body})
+        unless $retry->{complete} && $retry->{body} eq $first->{body};
+    push @running, $start->() if $next < $keys;
+}
+Test::More::is(scalar @cut, 0, 'live-20: no retry was cut') or Test::More::diag("cut: @cut");
+--- request
+GET /_count/live/20/0
+--- response_body: 1
