@@ -21,9 +21,14 @@
 
 namespace idem {
 
-// Pieces outlive their record by this much: written before it, they must
-// not expire before it does, however long the response took.
-constexpr std::uint64_t piece_ttl_margin_ms = 60 * 60 * 1000;
+// While the response is captured, a piece outlives its record's ttl by an
+// hour: the record is written last, however long the response takes.
+constexpr std::uint64_t capture_margin_ms = 60 * 60 * 1000;
+// Once the record landed, its pieces expire this long after it
+// (docs/design.md#large-responses-in-pieces): the expire runs on the store
+// after the record's write, so they outlive it, and a replay that began in
+// the record's last moments has a minute, nginx's send_timeout, to take them.
+constexpr std::uint64_t settled_margin_ms = 60 * 1000;
 
 enum class WriterState : std::uint8_t {
     capturing,  // the capture puts pieces
@@ -50,7 +55,7 @@ struct PieceWriter {
     std::uint32_t written;   // pieces given an index, the one at the store included
     std::uint32_t max_count;
     std::uint32_t piece_size;
-    std::uint64_t piece_ttl_ms;  // the record's life and a margin
+    std::uint64_t ttl_ms;        // the record's life
     std::uint64_t lock_ttl_ms;   // the claim's: how long a piece is tried again
     void (*answered)(void* data);  // the capture's, until pieces_done
     void* answered_data;
@@ -109,7 +114,7 @@ void settle(PieceWriter* w)
     if (keep || drop) {
         char key[max_piece_key_size];
         for (std::uint32_t i = 0; i < w->written; i++) {
-            w->store->live_expire(piece_key(w, i, key), keep ? w->piece_ttl_ms : 0);
+            w->store->live_expire(piece_key(w, i, key), keep ? w->ttl_ms + settled_margin_ms : 0);
         }
     }
     free_writer(w);
@@ -198,7 +203,7 @@ void send(PieceWriter* w)
     char key[max_piece_key_size];
     std::string_view name = piece_key(w, w->written - 1, key);
     w->at = PieceAt::written;
-    if (w->store->live_append(name, 0, {w->value, w->value_size}, w->piece_ttl_ms, on_piece, w, LiveKind::piece)
+    if (w->store->live_append(name, 0, {w->value, w->value_size}, w->ttl_ms + capture_margin_ms, on_piece, w, LiveKind::piece)
         != nullptr) {
         return;
     }
@@ -264,7 +269,7 @@ PieceWriter* pieces_begin(RequestCtx* ctx, void (*answered)(void* data), void* d
     w->max_count = static_cast<std::uint32_t>(max_count);
     w->piece_size = static_cast<std::uint32_t>(piece_size);
     std::uint64_t ttl = ctx->capture.ttl_ms != 0 ? ctx->capture.ttl_ms : ctx->conf->ttl;
-    w->piece_ttl_ms = ttl + piece_ttl_margin_ms;
+    w->ttl_ms = ttl;
     w->lock_ttl_ms = ctx->conf->lock_ttl;
     w->answered = answered;
     w->answered_data = data;
