@@ -32,6 +32,7 @@ struct AdminCtx {
     ngx_http_request_t* request;
     const LocConf* conf;
     OperatorStore* store;
+    LiveStore* pieces;    // where a purged record's pieces are deleted
     StoreCall call;       // the peek or the purge in flight
     ngx_str_t key;        // the store key
     ngx_str_t store_name;
@@ -39,6 +40,8 @@ struct AdminCtx {
     bool force;           // ?force=1: a claim in flight may be purged too
     ngx_str_t inspection; // the JSON of what the peek found (a purge's answer carries it)
     KeyState state;
+    ngx_str_t piece_base; // the peeked record's pieces (a sealed record's are not known: they expire)
+    std::uint32_t piece_count;
 };
 
 // Drawn at configuration, the same in every worker of this nginx.
@@ -120,6 +123,34 @@ void log_purge(AdminCtx* ctx, bool forced)
                   why, &r->connection->addr_text, &r->headers_in.user);
 }
 
+// A purged record's pieces go with it, rather than a minute after its ttl.
+void delete_pieces(AdminCtx* ctx)
+{
+    char key[max_piece_key_size];
+    std::string_view base = view(ctx->piece_base);
+    for (std::uint32_t i = 0; i < ctx->piece_count; i++) {
+        ctx->pieces->live_expire({key, write_piece_key(base, i, key)}, 0);
+    }
+}
+
+// The pieces the peeked record lists, when it can be read here (plain, or
+// compressed and opened with this location's settings).
+bool keep_piece_list(AdminCtx* ctx, std::optional<std::string_view> value, std::optional<std::string_view> opened)
+{
+    std::optional<Record> record = opened ? decode_record(*opened) : value ? decode_record(*value) : std::nullopt;
+    if (!record || record->kind != RecordKind::response || record->pieces.count == 0) {
+        return true;
+    }
+    std::string_view key = view(ctx->key);
+    auto* base = static_cast<char*>(ngx_pnalloc(ctx->request->pool, piece_base_size(key)));
+    if (base == nullptr) {
+        return false;
+    }
+    ctx->piece_base = {write_piece_base(key, record->pieces.id, base), reinterpret_cast<u_char*>(base)};
+    ctx->piece_count = record->pieces.count;
+    return true;
+}
+
 void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
 {
     auto* ctx = static_cast<AdminCtx*>(data);
@@ -127,6 +158,7 @@ void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
     ngx_int_t rc;
     switch (status) {
     case LiveStatus::done:
+        delete_pieces(ctx);
         log_purge(ctx, ctx->force && needs_force(ctx->state));
         rc = send_purge(ctx, NGX_HTTP_OK, true, {});
         break;
@@ -184,6 +216,9 @@ bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::
     }
     facts.limits = {ctx->conf->max_response_size, piece_body_size(ctx->conf->piece_size)};
     facts.opened = opened(r, ctx->conf, value, facts.not_opened);
+    if (ctx->purge && !keep_piece_list(ctx, value, facts.opened)) {
+        return false;
+    }
     facts.fingerprint_key = {reinterpret_cast<const char*>(fingerprint_key), sizeof fingerprint_key};
     size_t room = inspection_room(ctx->store_name.len);
     auto* json = static_cast<u_char*>(ngx_pnalloc(r->pool, room));
@@ -307,7 +342,9 @@ ngx_int_t admin_handler(ngx_http_request_t* r)
     ctx->purge = r->method == NGX_HTTP_DELETE;
     ngx_str_t force;
     ctx->force = query_arg(r, "force", force) && is_yes(force);
-    ctx->store = store_for(*conf);
+    Store* store = store_for(*conf);
+    ctx->store = store;
+    ctx->pieces = store;
     if (ctx->store == nullptr) {
         return send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, "Store unavailable", "the store cannot be reached");
     }

@@ -818,3 +818,24 @@ GET /_count/ps/ps-1
 --- response_body: 1
 --- error_log eval
 qr/\[error\] .*the replay of "idem:[0-9a-f]{64}" is cut off at piece 30 of 46: it is not that piece of this response/
+
+
+=== TEST 22: a purged record's pieces go with it
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations()
+--- init
+Test::More::is(main::send_post('/pp/1?size=3000000', 'pp-1')->{status}, 201, 'pp-1: a response kept in pieces');
+Idem::Store::stored('pp-1', 'response') or die "the record of pp-1 never landed\n";
+my (undef, @pieces) = main::piece_keys('pp-1');
+Test::More::is(scalar @pieces, 3, 'pp-1: its 3 pieces are there');
+my $purge = IdempotencyTest::read_response(IdempotencyTest::send_request(
+    "DELETE /_admin?force=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: pp-1\r\n\r\n"));  # the admin location has the default limits: not judged there
+Test::More::is($purge->{status}, 200, 'pp-1: purged') or Test::More::diag($purge->{body});
+Test::More::ok(IdempotencyTest::wait_until(sub { my (undef, @left) = main::piece_keys('pp-1'); !@left }, 5),
+               'pp-1: ... and its pieces with it');
+--- request
+GET /_count/pp/1
+--- response_body: 1
