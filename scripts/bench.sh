@@ -72,7 +72,9 @@
 # live-join block of docs/performance.md. After it (also not with
 # --no-live) scripts/bench-wake.sh: how late a duplicate waiting for its
 # original is answered after the original's end, in the original's worker
-# and in the other one (build/bench/wake.md, the wake-up block).
+# and in the other one (build/bench/wake.md, the wake-up block); then
+# scripts/bench-stall.sh, and scripts/bench-pieces-retention.sh: what Redis
+# holds per response kept in pieces as the traffic stops (2.5 minutes).
 # --cells "plain new ..." runs only the cells named (of either set, and
 # `live` for the live-join cell).
 # Reported per cell, as the median over the rounds with the min–max beside
@@ -400,6 +402,13 @@ if [ "$live" = 1 ]; then
     [ "$keep" = 1 ] && stall_args+=(--keep)
     NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-stall.sh" "${stall_args[@]}" \
         || { echo "$SCRIPT_NAME: scripts/bench-stall.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
+    echo
+    echo "pieces once the traffic stops (scripts/bench-pieces-retention.sh):"
+    retention_args=()
+    [ "$quick" = 1 ] && retention_args+=(--quick)
+    [ "$docs" = 1 ] || retention_args+=(--no-docs)
+    NGINX_BIN=$NGINX_BIN STRESS_MODULE=$MODULE TEST_REDIS_SERVER=$REDIS_SERVER "$repo/scripts/bench-pieces-retention.sh" "${retention_args[@]}" \
+        || { echo "$SCRIPT_NAME: scripts/bench-pieces-retention.sh failed" >&2; ERRORS=$((ERRORS + 1)); }
 fi
 if [ "$sizing" = 1 ] && ! run_sizing; then
     echo "$SCRIPT_NAME: scripts/bench-sizing.pl failed" >&2
