@@ -361,3 +361,33 @@ qr/\[error\] .*idempotency: zone "pieces" is full: a piece of a response \("\{id
 [410, 200, 200]
 --- response_body_like eval
 [qr/"status":410[,}]/, qr/\A1\z/, qr/^idempotency_zone_full_total\{operation="store"\} [1-9]\d*$/m]
+
+
+=== TEST 16: pieces leave a zone a minute after their record, not an hour: a zone full of one response's pieces takes another within that
+--- http_config
+idempotency_compress off;
+idempotency_zone zone=ret:1m;
+--- config eval
+main::idem_location('idempotency_store zone=ret', 'idempotency_ttl 1s', 'idempotency_max_response_size 8m',
+                    'idempotency_piece_size 64k')
+--- init
+# 700 KB in 11 pieces fill most of the 1 MB zone: the next one does not fit
+# until they go, a minute after their record (1 s): at most about 62 s
+my $first = main::http('POST', '/zr/21?size=700000', key => 'zr-21');
+die "the first response was not answered whole\n" unless $first->{status} == 201 && length $first->{body} == 700000;
+my ($start, $kept, $tries) = (time, 0, 0);
+until ($kept || time - $start > 90) {
+    $tries++;
+    my $key = "zr-21-next-$tries";
+    my $res = main::http('POST', '/zr/21?size=700000', key => $key);
+    die "$key: $res->{status}\n" unless $res->{status} == 201;
+    # replayed: its record was kept (an immediate retry, within the 1 s ttl)
+    $kept = (main::http('POST', '/zr/21?size=700000', key => $key)->{headers}{'x-idempotency-status'} // '') eq 'replayed';
+    Time::HiRes::sleep(2) unless $kept;   # the pace of the attempts; each is a whole 700 KB exchange
+}
+my $waited = time - $start;
+Test::More::ok($kept, "another 700 KB response was kept $waited s after the first ($tries tries)");
+Test::More::cmp_ok($waited, '<', 90, '... within its pieces\' minute, not an hour');
+--- request
+GET /_count/zr/21
+--- response_body_like: ^\d+$
