@@ -198,6 +198,21 @@ std::optional<std::string_view> opened(ngx_http_request_t* r, const LocConf* con
     return out != nullptr ? worker_inflater().inflate(*value, *head, out, dictionaries) : std::nullopt;
 }
 
+// A sealed record opened with this location's keys; nullopt when it has
+// none that opens it (its pieces are then left to expire).
+std::optional<std::string_view> unsealed(AdminCtx* ctx, std::string_view value)
+{
+    ngx_array_t* keys = ctx->conf->seal_keys;
+    auto* out = keys != nullptr ? static_cast<char*>(ngx_pnalloc(ctx->request->pool, value.size())) : nullptr;
+    std::size_t length = 0;
+    if (out == nullptr
+        || open_sealed(static_cast<const SecretKey*>(keys->elts), keys->nelts, view(ctx->key), value, out, length)
+               != OpenStatus::ok) {
+        return std::nullopt;
+    }
+    return std::string_view{out, length};
+}
+
 bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::int64_t ttl_ms)
 {
     ngx_http_request_t* r = ctx->request;
@@ -218,6 +233,14 @@ bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::
     facts.opened = opened(r, ctx->conf, value, facts.not_opened);
     if (ctx->purge && !keep_piece_list(ctx, value, facts.opened)) {
         return false;
+    }
+    if (ctx->purge && value && is_sealed(*value)) {
+        // opened only to name its pieces, never shown
+        std::optional<std::string_view> plain = unsealed(ctx, *value);
+        NotJudged not_opened;
+        if (plain && !keep_piece_list(ctx, plain, opened(r, ctx->conf, plain, not_opened))) {
+            return false;
+        }
     }
     facts.fingerprint_key = {reinterpret_cast<const char*>(fingerprint_key), sizeof fingerprint_key};
     size_t room = inspection_room(ctx->store_name.len);

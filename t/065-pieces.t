@@ -839,3 +839,25 @@ Test::More::ok(IdempotencyTest::wait_until(sub { my (undef, @left) = main::piece
 --- request
 GET /_count/pp/1
 --- response_body: 1
+
+
+=== TEST 23: ... a sealed one's too, where the endpoint has the key that opens it (nothing of it shown)
+--- shared_store
+--- http_config
+idempotency_redis 127.0.0.1:$TEST_NGINX_REDIS_PORT;
+--- config eval
+main::locations('idempotency_encrypt_key ../html/seal.key')
+--- init
+Test::More::is(main::send_post('/pp/2?size=3000000', 'pp-2')->{status}, 201, 'pp-2: a response kept in pieces');
+IdempotencyTest::wait_until(sub { (main::inspect('pp-2')->{state} // '') eq 'stored' }, 10)
+    or die "the record of pp-2 never landed\n";
+my (undef, @pieces) = main::piece_keys('pp-2');
+Test::More::is(scalar @pieces, 3, 'pp-2: its 3 pieces are there');
+my $purge = IdempotencyTest::read_response(IdempotencyTest::send_request(
+    "DELETE /_admin?force=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nIdempotency-Key: pp-2\r\n\r\n"));  # the admin location has the default limits: not judged there
+Test::More::is($purge->{status}, 200, 'pp-2: purged') or Test::More::diag($purge->{body});
+Test::More::ok(IdempotencyTest::wait_until(sub { my (undef, @left) = main::piece_keys('pp-2'); !@left }, 5),
+               'pp-2: ... and its pieces with it');
+--- request
+GET /_count/pp/2
+--- response_body: 1
