@@ -118,6 +118,8 @@ void put_counter(Text& t, const char* name, const char* help, std::uint64_t valu
     put(t, "# HELP %s %s\n# TYPE %s counter\n%s %uL\n", name, help, name, name, value);
 }
 
+MetricsSection section = nullptr;
+
 ngx_int_t metrics_handler(ngx_http_request_t* r)
 {
     if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD))) {
@@ -172,6 +174,9 @@ ngx_int_t metrics_handler(ngx_http_request_t* r)
                   shared->rtt, shared->rtt_sum_us, 1);
     put_histogram(t, "idempotency_wait_seconds", "Time duplicates spent waiting for the original (idempotency_wait).",
                   wait_bounds_ms, shared->wait, shared->wait_sum_ms * 1000, 1000);
+    if (section != nullptr) {
+        t.p = section(t.p, t.end);
+    }
 
     r->headers_out.status = NGX_HTTP_OK;
     ngx_str_set(&r->headers_out.content_type, "text/plain; version=0.0.4");
@@ -217,6 +222,11 @@ std::uint64_t monotonic_us() noexcept
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
+}
+
+void metrics_add_section(MetricsSection write) noexcept
+{
+    section = write;
 }
 
 ngx_int_t metrics_zone_add(ngx_conf_t* cf) noexcept

@@ -30,6 +30,11 @@ void observe_wait(ngx_msec_t milliseconds) noexcept;
 
 std::uint64_t monotonic_us() noexcept;
 
+// What the page shows of a store a floor above this one: `write` puts its
+// lines into [p, end) and returns where they end (registered at start-up).
+using MetricsSection = u_char* (*)(u_char* p, u_char* end);
+void metrics_add_section(MetricsSection write) noexcept;
+
 ngx_int_t metrics_zone_add(ngx_conf_t* cf) noexcept;   // postconfiguration
 void metrics_attach(ngx_cycle_t* cycle) noexcept;       // init_process
 char* set_metrics_handler(ngx_conf_t* cf, ngx_command_t* cmd, void* conf);

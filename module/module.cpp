@@ -319,6 +319,7 @@ ngx_int_t postconfiguration(ngx_conf_t* cf)
         return NGX_ERROR;
     }
     *h = precontent_handler;
+    metrics_add_section(zone::write_usage);
     if (!zone::keeps_records(cf) || metrics_zone_add(cf) != NGX_OK || live_board_add(cf) != NGX_OK) {
         return NGX_ERROR;
     }

@@ -5,14 +5,16 @@
 #
 #   scripts/bench-pieces-retention.sh [--quick] [--no-docs]
 #
-# One nginx (the module, idempotency_ttl 60s, 64k pieces, not compressed)
-# on Redis: N responses of 300 KB stored under new keys, then Redis's
-# used_memory over what it held before, and its key count, every 30 s for
-# 150 s. Per stored response; the table goes to stdout,
-# build/bench/pieces-retention.md and docs/performance.md (block
-# pieces-retention; not with --no-docs). --quick: 20 responses, else 60.
-# The zone store runs the same expiry (the pieces' live_expire); nginx shows
-# a zone's use nowhere, so it is not measured here.
+# One nginx (the module, idempotency_ttl 60s, 64k pieces, not compressed),
+# on Redis and then on a 64 MB zone: N responses of 300 KB stored under new
+# keys, then what the store holds over what it held before, every 30 s for
+# 150 s: Redis's used_memory and key count; the zone's pages in use
+# (idempotency_zone_bytes on the metrics page). A zone frees expired
+# records as claims pass (each frees up to two expired ones on its way),
+# so 200 claims of one small key go before each of its readings. Per stored
+# response; the table goes to stdout, build/bench/pieces-retention.md and
+# docs/performance.md (block pieces-retention; not with --no-docs).
+# --quick: 20 responses, else 60.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,9 +41,15 @@ size=300000
 
 redis() { redis-cli -p "$REDIS_PORT" "$@"; }
 used() { redis info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p'; }
-post() {  # post KEY: the status
+post() {  # post KEY [SIZE]: the status
     curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST -H "Idempotency-Key: $1" --data x \
-        "http://127.0.0.1:$port/keep/$1?size=$size&binary=1"
+        "http://127.0.0.1:$port/keep/$1?size=${2:-$size}&binary=1"
+}
+zone_used() {  # the zone's bytes in use (its size less its free pages)
+    curl -s "http://127.0.0.1:$port/metrics" | awk -F'} ' '
+        /^idempotency_zone_bytes\{zone="keep",state="size"\}/ {size = $2}
+        /^idempotency_zone_bytes\{zone="keep",state="free"\}/ {free = $2}
+        END {print size - free}'
 }
 
 conf() {  # conf STORE-DIRECTIVES
@@ -68,6 +76,7 @@ http {
             proxy_set_header Connection "";
             proxy_pass http://backend;
         }
+        location = /metrics { idempotency_metrics; }
     }
 }
 EOF
@@ -81,7 +90,7 @@ run_store() {  # run_store NAME STORE-DIRECTIVES: one row per reading
     local ng=$started_pid
     wait_for "nginx ($name)" "$ng" curl -s -o /dev/null "http://127.0.0.1:$port/"
     redis flushall >/dev/null
-    before=$(used)
+    if [ "$name" = zone ]; then before=$(zone_used); else before=$(used); fi
     for i in $(seq "$keys"); do
         [ "$(post "$name-$i")" = 201 ] || die "$name: the response $i was not answered 201"
     done
@@ -89,7 +98,14 @@ run_store() {  # run_store NAME STORE-DIRECTIVES: one row per reading
     local start=$SECONDS
     for t in 0 30 60 90 120 150; do
         while [ $((SECONDS - start)) -lt "$t" ]; do sleep 1; done
-        echo "| $t s | $(( ($(used) - before) / keys )) | $(redis dbsize) |"
+        if [ "$name" = zone ]; then
+            # 200 claims of one small key (replayed after the first): each
+            # frees up to 2 expired records on its way, as traffic would
+            for _ in $(seq 200); do post zone-tick 100 >/dev/null; done
+            echo "| zone | $t s | $(( ($(zone_used) - before) / keys )) | — |"
+        else
+            echo "| Redis | $t s | $(( ($(used) - before) / keys )) | $(redis dbsize) |"
+        fi
     done
     stop_pid "$ng" QUIT 10
 }
@@ -98,9 +114,10 @@ out="$tmp/pieces-retention.md"
 {
     echo "$keys responses of $size bytes (kept uncompressed, 5 pieces of 64 KB each), \`idempotency_ttl 60s\`, then nothing: what the store holds per stored response as time passes (0 s: right after the last one)."
     echo
-    echo "| after the last | Redis bytes per stored response | Redis keys |"
-    echo "|---|---:|---:|"
+    echo "| store | after the last | bytes per stored response | Redis keys |"
+    echo "|---|---|---:|---:|"
     run_store redis "idempotency_redis 127.0.0.1:$REDIS_PORT;"
+    run_store zone "idempotency_zone zone=keep:64m; idempotency_store zone=keep;"
 } >"$out"
 cat "$out"
 mkdir -p "$repo/build/bench"

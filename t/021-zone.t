@@ -391,3 +391,24 @@ Test::More::cmp_ok($waited, '<', 90, '... within its pieces\' minute, not an hou
 --- request
 GET /_count/zr/21
 --- response_body_like: ^\d+$
+
+
+=== TEST 17: the metrics page shows each zone's size and the bytes of its free pages
+--- http_config
+idempotency_compress off;
+idempotency_zone zone=gauge:1m;
+--- config eval
+main::idem_location('idempotency_store zone=gauge')
+. main::location_conf('= /metrics', 'idempotency_metrics')
+--- init
+my $before = main::http('GET', '/metrics')->{body};
+my ($free) = $before =~ /^idempotency_zone_bytes\{zone="gauge",state="free"\} (\d+)$/m or die "no free bytes on the page\n";
+main::http('POST', "/zr/22?size=200000", key => 'zr-22')->{status} == 201 or die "the response was not stored\n";
+my ($now) = main::http('GET', '/metrics')->{body} =~ /^idempotency_zone_bytes\{zone="gauge",state="free"\} (\d+)$/m;
+Test::More::cmp_ok($now, '<=', $free - 200000, "a 200 KB record takes its pages ($free -> $now free bytes)");
+--- request
+GET /metrics
+--- response_body_like eval
+qr/^# TYPE idempotency_zone_bytes gauge\nidempotency_zone_bytes\{zone="gauge",state="size"\} 1048576$/m
+--- no_error_log
+[error]

@@ -156,6 +156,36 @@ char* set_zone(ngx_conf_t* cf, ngx_command_t*, void*)
     return make_store(cf, shm) ? NGX_CONF_OK : static_cast<char*>(NGX_CONF_ERROR);
 }
 
+u_char* write_usage(u_char* p, u_char* end) noexcept
+{
+    bool first = true;
+    auto* cycle = const_cast<ngx_cycle_t*>(ngx_cycle);  // nginx's pointer is volatile; the cycle is not written here
+    for (ngx_list_part_t* part = &cycle->shared_memory.part; part != nullptr; part = part->next) {
+        auto* zone = static_cast<ngx_shm_zone_t*>(part->elts);
+        for (ngx_uint_t i = 0; i < part->nelts; i++) {
+            auto* store = zone[i].tag == &zone_tag ? static_cast<const ZoneStore*>(zone[i].data) : nullptr;
+            if (store == nullptr || !store->attached()) {
+                continue;
+            }
+            if (first) {
+                p = ngx_slprintf(p, end,
+                                 "# HELP idempotency_zone_bytes Each idempotency_zone's size, and the bytes of its "
+                                 "pages free.\n# TYPE idempotency_zone_bytes gauge\n");
+                first = false;
+            }
+            ngx_slab_pool_t* pool = store->pool();
+            ngx_shmtx_lock(&pool->mutex);
+            size_t free_bytes = pool->pfree * ngx_pagesize;
+            ngx_shmtx_unlock(&pool->mutex);
+            p = ngx_slprintf(p, end,
+                             "idempotency_zone_bytes{zone=\"%V\",state=\"size\"} %uz\n"
+                             "idempotency_zone_bytes{zone=\"%V\",state=\"free\"} %uz\n",
+                             &zone[i].shm.name, zone[i].shm.size, &zone[i].shm.name, free_bytes);
+        }
+    }
+    return p;
+}
+
 bool keeps_records(ngx_conf_t* cf) noexcept
 {
     ngx_cycle_t* old = cf->cycle->old_cycle;

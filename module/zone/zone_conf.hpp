@@ -20,6 +20,10 @@ bool make_store(ngx_conf_t* cf, ngx_shm_zone_t* shm) noexcept;
 // renamed): nginx would start it empty and their retries execute again.
 bool keeps_records(ngx_conf_t* cf) noexcept;
 
+// The metrics page's lines for the zones: each one's size and the bytes of
+// the pages its slab allocator has free (a MetricsSection).
+u_char* write_usage(u_char* p, u_char* end) noexcept;
+
 bool defined(const ngx_shm_zone_t* zone) noexcept;
 
 // nullptr until nginx has mapped the zone.
