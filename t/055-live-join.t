@@ -660,8 +660,10 @@ my $late = Idem::Live::post(main::port(), $uri, 'live-18');
 Idem::Live::open_gate('live18', 4);
 my ($first, $second) = ($original->finish, $late->finish);
 Test::More::ok($first->{complete} && length $first->{body} == 200000, 'live-18: the original ends whole');
-Test::More::is("$second->{status} " . ($second->{headers}{'x-idempotency-status'} // '-'), '201 waited',
-               'live-18: the late duplicate waited for the record');
+# waited, or replayed when the original was stored before it came (a slow
+# machine): never joined, which would cut it
+Test::More::like("$second->{status} " . ($second->{headers}{'x-idempotency-status'} // '-'), qr/\A201 (waited|replayed)\z/,
+                 'live-18: the late duplicate did not join the cut log');
 Test::More::ok($second->{complete} && $second->{body} eq $first->{body}, 'live-18: ... and got the whole response');
 --- request
 GET /_count/live/18
@@ -685,8 +687,10 @@ my $late = Idem::Live::post($other->{port}, $uri, 'live-19');
 Idem::Live::open_gate('live19', 4);
 my ($first, $second) = ($original->finish, $late->finish);
 Test::More::ok($first->{complete} && length $first->{body} == 200000, 'live-19: the original ends whole');
-Test::More::is("$second->{status} " . ($second->{headers}{'x-idempotency-status'} // '-'), '201 waited',
-               'live-19: the duplicate on the other gateway waited for the record');
+# waited, or replayed when the original was stored before it came (a slow
+# machine): never joined, which would cut it
+Test::More::like("$second->{status} " . ($second->{headers}{'x-idempotency-status'} // '-'), qr/\A201 (waited|replayed)\z/,
+                 'live-19: the duplicate on the other gateway did not join the cut log');
 Test::More::ok($second->{complete} && $second->{body} eq $first->{body}, 'live-19: ... and got the whole response');
 --- request
 GET /_count/live/19
