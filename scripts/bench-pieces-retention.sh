@@ -20,18 +20,10 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
 MODULE=${STRESS_MODULE:-$repo/build/ngx_http_idempotency_module.so}
-docs=1 keys=60
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --quick) keys=20 ;;
-    --no-docs) docs=0 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-    *) echo "bench-pieces-retention.sh: unknown option $1" >&2; exit 2 ;;
-    esac
-    shift
-done
 
 source "$repo/scripts/bench-lib.sh"
+bench_options "$@"
+keys=$([ "$quick" = 1 ] && echo 20 || echo 60)
 [ -f "$MODULE" ] || die "the module is missing: build it first (make module)"
 bench_init pieces-retention
 start_fixtures redis
