@@ -133,24 +133,6 @@ void delete_pieces(AdminCtx* ctx)
     }
 }
 
-// The pieces the peeked record lists, when it can be read here (plain, or
-// compressed and opened with this location's settings).
-bool keep_piece_list(AdminCtx* ctx, std::optional<std::string_view> value, std::optional<std::string_view> opened)
-{
-    std::optional<Record> record = opened ? decode_record(*opened) : value ? decode_record(*value) : std::nullopt;
-    if (!record || record->kind != RecordKind::response || record->pieces.count == 0) {
-        return true;
-    }
-    std::string_view key = view(ctx->key);
-    auto* base = static_cast<char*>(ngx_pnalloc(ctx->request->pool, piece_base_size(key)));
-    if (base == nullptr) {
-        return false;
-    }
-    ctx->piece_base = {write_piece_base(key, record->pieces.id, base), reinterpret_cast<u_char*>(base)};
-    ctx->piece_count = record->pieces.count;
-    return true;
-}
-
 void on_purged(void* data, LiveStatus status, std::string_view, std::int64_t)
 {
     auto* ctx = static_cast<AdminCtx*>(data);
@@ -213,6 +195,30 @@ std::optional<std::string_view> unsealed(AdminCtx* ctx, std::string_view value)
     return std::string_view{out, length};
 }
 
+// The pieces the peeked record lists, when it can be read here: plain,
+// compressed and opened with this location's settings, or sealed and opened
+// with its keys (only to name the pieces, never shown).
+bool keep_piece_list(AdminCtx* ctx, std::string_view value, std::optional<std::string_view> inflated)
+{
+    if (is_sealed(value)) {
+        std::optional<std::string_view> plain = unsealed(ctx, value);
+        NotJudged not_opened;
+        return !plain || keep_piece_list(ctx, *plain, opened(ctx->request, ctx->conf, plain, not_opened));
+    }
+    std::optional<Record> record = decode_record(inflated ? *inflated : value);
+    if (!record || record->kind != RecordKind::response || record->pieces.count == 0) {
+        return true;
+    }
+    std::string_view key = view(ctx->key);
+    auto* base = static_cast<char*>(ngx_pnalloc(ctx->request->pool, piece_base_size(key)));
+    if (base == nullptr) {
+        return false;
+    }
+    ctx->piece_base = {write_piece_base(key, record->pieces.id, base), reinterpret_cast<u_char*>(base)};
+    ctx->piece_count = record->pieces.count;
+    return true;
+}
+
 bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::int64_t ttl_ms)
 {
     ngx_http_request_t* r = ctx->request;
@@ -231,16 +237,8 @@ bool keep_inspection(AdminCtx* ctx, std::optional<std::string_view> value, std::
     }
     facts.limits = {ctx->conf->max_response_size, piece_body_size(ctx->conf->piece_size)};
     facts.opened = opened(r, ctx->conf, value, facts.not_opened);
-    if (ctx->purge && !keep_piece_list(ctx, value, facts.opened)) {
+    if (ctx->purge && value && !keep_piece_list(ctx, *value, facts.opened)) {
         return false;
-    }
-    if (ctx->purge && value && is_sealed(*value)) {
-        // opened only to name its pieces, never shown
-        std::optional<std::string_view> plain = unsealed(ctx, *value);
-        NotJudged not_opened;
-        if (plain && !keep_piece_list(ctx, plain, opened(r, ctx->conf, plain, not_opened))) {
-            return false;
-        }
     }
     facts.fingerprint_key = {reinterpret_cast<const char*>(fingerprint_key), sizeof fingerprint_key};
     size_t room = inspection_room(ctx->store_name.len);
